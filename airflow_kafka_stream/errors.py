@@ -1,0 +1,41 @@
+"""One exception hierarchy for the whole project.
+
+Every error says what is wrong (topic, partition, offset or path involved) and
+how to get out of it. The CLI maps :class:`InvalidInputError` to exit code 2 and
+every other :class:`StreamError` to exit code 1; the Airflow layer turns them
+into task failures.
+"""
+
+from __future__ import annotations
+
+
+class StreamError(Exception):
+    """Base class of every error raised by airflow_kafka_stream."""
+
+
+class InvalidInputError(StreamError, ValueError):
+    """The user's input (options, CLI arguments, params) is invalid. Nothing was changed."""
+
+
+class CheckpointFormatError(StreamError):
+    """A checkpoint or savepoint file does not have the expected format."""
+
+
+class OffsetPlanError(InvalidInputError):
+    """An offset reset plan cannot be made from the given strategy and scope."""
+
+
+class KafkaAccessError(StreamError):
+    """The Kafka cluster could not be reached or refused a request."""
+
+
+class DataLossError(StreamError):
+    """Offsets the query needs are no longer in Kafka (retention, recreated topic)."""
+
+
+class JobStateError(StreamError):
+    """The job is in a state that forbids the operation (running, locked, in flight)."""
+
+
+class SavepointError(StreamError):
+    """A savepoint is missing, incomplete or fails its checksums."""
