@@ -1,0 +1,311 @@
+"""Read-only Kafka metadata: topics, partitions, watermarks, offsets for times, group commits.
+
+Every function takes a confluent-kafka client config (at least ``bootstrap.servers``)
+and makes a fixed number of broker requests whatever the number of partitions:
+one metadata request, and batched ``ListOffsets`` / ``OffsetFetch`` calls.
+
+Errors: :class:`InvalidInputError` for topics or partitions that do not exist,
+:class:`KafkaAccessError` when the cluster cannot be reached or refuses. Config
+values are never logged (they may hold credentials).
+
+Two quirks of the tansu test broker are guarded here (DESIGN.md section 4):
+its topic metadata request auto-creates a topic it is asked about by name, so
+topics are checked against the full topic list; and its offsets-for-timestamp
+answer is 0 (with no timestamp) for a time after the last record, and has
+one-second resolution, so answers are checked against the record timestamp.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
+
+log = logging.getLogger(__name__)
+
+#: librdkafka's "no offset" marker (committed offsets, offsets for times).
+_NO_OFFSET = -1001
+
+#: How many records one refinement scan of an offsets-for-timestamp answer may read per partition
+#: before giving up and trusting the position it reached (tansu's resolution is one second).
+_MAX_REFINE_RECORDS = 100_000
+
+
+def _bootstrap(config: Mapping[str, object]) -> str:
+    servers = config.get("bootstrap.servers")
+    if not servers:
+        raise InvalidInputError(
+            "config['bootstrap.servers'] must be provided (the Kafka brokers to connect to, e.g. 'host:9092')"
+        )
+    return str(servers)
+
+
+def _admin(config: Mapping[str, object]) -> AdminClient:
+    _bootstrap(config)
+    return AdminClient(dict(config))
+
+
+def _access_error(config: Mapping[str, object], what: str, exc: BaseException) -> KafkaAccessError:
+    return KafkaAccessError(
+        f"Kafka at {_bootstrap(config)} could not {what}: {exc}; check that the brokers are reachable from here, "
+        "that bootstrap.servers is right and that the security settings (kafka.security.protocol, kafka.sasl.*) "
+        "allow this client"
+    )
+
+
+def _all_topics(config: Mapping[str, object], timeout: float) -> dict[str, int]:
+    """Every topic of the cluster with its partition count (one metadata request; never auto-creates)."""
+    admin = _admin(config)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _access_error(config, "list its topics", exc) from exc
+    topics: dict[str, int] = {}
+    for name, topic in metadata.topics.items():
+        if topic.error is not None:
+            if topic.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise KafkaAccessError(
+                    f"not authorized to describe topic {name!r} at {_bootstrap(config)}; grant this principal "
+                    "DESCRIBE and READ on the topic"
+                )
+            continue
+        topics[name] = len(topic.partitions)
+    return topics
+
+
+def list_topic_partitions(
+    config: Mapping[str, object],
+    topics: Iterable[str] | None = None,
+    pattern: str | None = None,
+    timeout: float = 10.0,
+) -> dict[str, int]:
+    """Partition count per topic: the named ``topics``, those matching ``pattern``, or all of them.
+
+    The pattern must match the whole topic name (as Kafka's pattern subscription does);
+    internal topics (``__consumer_offsets``...) are never matched by a pattern.
+    """
+    if topics is not None and pattern is not None:
+        raise InvalidInputError("give either topics or a pattern, not both")
+    available = _all_topics(config, timeout)
+    if pattern is not None:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise InvalidInputError(f"topic pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+        return {
+            name: count
+            for name, count in sorted(available.items())
+            if not name.startswith("__") and regex.fullmatch(name)
+        }
+    if topics is None:
+        return {name: count for name, count in sorted(available.items()) if not name.startswith("__")}
+    wanted = sorted(set(topics))
+    missing = [name for name in wanted if name not in available]
+    if missing:
+        raise InvalidInputError(
+            f"topic(s) {', '.join(missing)} do not exist at {_bootstrap(config)}; create them first or fix the "
+            f"topic names (existing topics: {_sample(available)})"
+        )
+    return {name: available[name] for name in wanted}
+
+
+def _sample(names: Iterable[str], limit: int = 10) -> str:
+    visible = sorted(name for name in names if not name.startswith("__"))
+    text = ", ".join(visible[:limit])
+    if len(visible) > limit:
+        text += f", ... ({len(visible)} in all)"
+    return text or "none"
+
+
+def check_partitions_exist(
+    config: Mapping[str, object], partitions: Iterable[TopicPartition], timeout: float = 10.0
+) -> None:
+    """Raise InvalidInputError naming the first topics/partitions that do not exist."""
+    wanted = sorted(set(partitions))
+    counts = list_topic_partitions(config, topics={tp.topic for tp in wanted}, timeout=timeout)
+    bad = [tp for tp in wanted if tp.partition < 0 or tp.partition >= counts[tp.topic]]
+    if bad:
+        detail = ", ".join(f"{tp} (topic has {counts[tp.topic]} partitions)" for tp in bad[:10])
+        raise InvalidInputError(f"partition(s) {detail} do not exist; use partitions 0..n-1 of each topic")
+
+
+def _list_offsets(
+    admin: AdminClient, config: Mapping[str, object], specs: Mapping[TopicPartition, OffsetSpec], timeout: float
+):
+    """Issue one batched ListOffsets call; returns the futures keyed by our TopicPartition."""
+    if not specs:
+        return {}
+    request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
+    try:
+        futures = admin.list_offsets(request, request_timeout=timeout)
+    except KafkaException as exc:
+        raise _access_error(config, "list offsets", exc) from exc
+    return {TopicPartition(ktp.topic, ktp.partition): fut for ktp, fut in futures.items()}
+
+
+def _results(config, partitions, *future_maps, timeout: float, what: str):
+    """Wait for every future; on failure, tell unknown partitions apart from access problems."""
+    results = []
+    try:
+        for futures in future_maps:
+            results.append({tp: fut.result(timeout + 5) for tp, fut in futures.items()})
+    except KafkaException as exc:
+        try:
+            check_partitions_exist(config, partitions, timeout)
+        except KafkaAccessError:
+            pass  # the cluster is unreachable: report the original request's failure
+        raise _access_error(config, what, exc) from exc
+    except TimeoutError as exc:
+        raise _access_error(config, f"{what} within {timeout}s", exc) from exc
+    return results
+
+
+def watermarks(
+    config: Mapping[str, object], partitions: Iterable[TopicPartition], timeout: float = 10.0
+) -> dict[TopicPartition, tuple[int, int]]:
+    """(low, high) watermark per partition: the first offset still stored and the next offset to be written."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    admin = _admin(config)
+    earliest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.earliest()), timeout)
+    latest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.latest()), timeout)
+    low, high = _results(config, wanted, earliest, latest, timeout=timeout, what="list watermarks")
+    return {tp: (low[tp].offset, high[tp].offset) for tp in wanted}
+
+
+def offsets_for_timestamps(
+    config: Mapping[str, object], timestamps: Mapping[TopicPartition, int], timeout: float = 10.0
+) -> dict[TopicPartition, int]:
+    """First offset whose record timestamp is >= the given time (ms) per partition; the high watermark when none.
+
+    An answer is trusted only when it points at a record at or after the requested
+    time; otherwise (tansu answers 0 for a time after its last record and rounds to
+    seconds) the partition is resolved from the records themselves.
+    """
+    wanted = dict(sorted(timestamps.items()))
+    if not wanted:
+        return {}
+    for tp, ts in wanted.items():
+        if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+            raise InvalidInputError(f"timestamp for {tp} must be milliseconds since the epoch (>= 0), got {ts!r}")
+    admin = _admin(config)
+    by_time = _list_offsets(admin, config, {tp: OffsetSpec.for_timestamp(ts) for tp, ts in wanted.items()}, timeout)
+    latest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.latest()), timeout)
+    answers, high = _results(config, list(wanted), by_time, latest, timeout=timeout, what="look up offsets for times")
+    resolved: dict[TopicPartition, int] = {}
+    doubtful: dict[TopicPartition, int] = {}
+    for tp, ts in wanted.items():
+        end = high[tp].offset
+        answer = answers[tp]
+        if answer.offset < 0 or answer.offset >= end:
+            resolved[tp] = end
+        elif answer.timestamp < 0:
+            # A real record always has a timestamp: this is tansu's answer for "after the last record".
+            resolved[tp] = end
+        elif answer.timestamp < ts:
+            doubtful[tp] = answer.offset
+        else:
+            resolved[tp] = answer.offset
+    if doubtful:
+        resolved.update(
+            _scan_for_timestamps(config, doubtful, wanted, {tp: high[tp].offset for tp in doubtful}, timeout)
+        )
+    return {tp: resolved[tp] for tp in wanted}
+
+
+def _scan_for_timestamps(
+    config: Mapping[str, object],
+    starts: Mapping[TopicPartition, int],
+    timestamps: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    timeout: float,
+) -> dict[TopicPartition, int]:
+    """Read forward from each start to the first record at or after its time (or the end)."""
+    log.info(
+        "refining offsets-for-time answers that point before the requested time for %s", ", ".join(map(str, starts))
+    )
+    consumer = _throwaway_consumer(config)
+    result: dict[TopicPartition, int] = {}
+    read: dict[TopicPartition, int] = dict.fromkeys(starts, 0)
+    try:
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in starts.items()])
+        deadline = time.monotonic() + timeout
+        while len(result) < len(starts):
+            if time.monotonic() > deadline:
+                raise KafkaAccessError(
+                    f"could not read {', '.join(str(tp) for tp in starts if tp not in result)} at "
+                    f"{_bootstrap(config)} within {timeout}s to resolve offsets for times; retry, or give offsets "
+                    "instead of times"
+                )
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaAccessError(f"reading {msg.topic()}:{msg.partition()} failed: {msg.error()}")
+                tp = TopicPartition(msg.topic(), msg.partition())
+                if tp in result:
+                    continue
+                read[tp] += 1
+                if msg.timestamp()[1] >= timestamps[tp] or read[tp] >= _MAX_REFINE_RECORDS:
+                    result[tp] = msg.offset()
+                elif msg.offset() + 1 >= ends[tp]:
+                    result[tp] = ends[tp]
+                if tp in result:
+                    consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition)])
+    finally:
+        consumer.close()
+    return result
+
+
+def _throwaway_consumer(config: Mapping[str, object]) -> Consumer:
+    """A consumer for assigned reads only: it never joins or commits for a group."""
+    settings = dict(config)
+    settings.update(
+        {
+            "group.id": settings.get("group.id") or f"airflow-kafka-stream-metadata-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        }
+    )
+    return Consumer(settings)
+
+
+def committed_offsets(
+    config: Mapping[str, object], group: str, partitions: Iterable[TopicPartition], timeout: float = 10.0
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset per partition (the next offset to read); None where it has none."""
+    if not group:
+        raise InvalidInputError("a consumer group id is needed to read committed offsets; set kafka.group.id")
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    check_partitions_exist(config, wanted, timeout)
+    admin = _admin(config)
+    request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in wanted])
+    try:
+        futures = admin.list_consumer_group_offsets([request], request_timeout=timeout)
+        answer = futures[group].result(timeout + 5)
+    except (KafkaException, TimeoutError) as exc:
+        raise _access_error(config, f"read the committed offsets of group {group!r}", exc) from exc
+    result: dict[TopicPartition, int | None] = dict.fromkeys(wanted)
+    for ktp in answer.topic_partitions:
+        if ktp.error is not None:
+            raise KafkaAccessError(
+                f"Kafka at {_bootstrap(config)} refused the committed offset of group {group!r} for "
+                f"{ktp.topic}:{ktp.partition}: {ktp.error}; check the group's ACLs (DESCRIBE on the group)"
+            )
+        tp = TopicPartition(ktp.topic, ktp.partition)
+        if tp in result:
+            result[tp] = ktp.offset if ktp.offset >= 0 else None
+    return result
