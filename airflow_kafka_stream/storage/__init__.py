@@ -1,0 +1,1 @@
+"""Durable storage of a job's home directory, through fsspec URLs (local, s3://, gs://, ...)."""

@@ -1,0 +1,221 @@
+"""A job's home directory: the few facts every operation needs, kept together.
+
+Layout (any fsspec URL)::
+
+    <home>/job.json                what was submitted
+    <home>/status.json             kept fresh by the running job
+    <home>/control/stop            a request to drain and stop
+    <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest
+    <home>/generations/<NNNN>.json how each generation started
+    <home>/savepoints/<id>/        immutable savepoints
+    <home>/history.jsonl           append-only record of every operation
+    <home>/lock                    held by the control-plane operation in progress
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.storage.files import (
+    create_exclusive,
+    dump_json,
+    is_local,
+    read_json,
+    unstrip,
+    url_to_fs,
+    write_atomic,
+)
+
+GENERATION_WIDTH = 4
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def who_am_i() -> str:
+    """The actor recorded in history and locks: user@host:pid (or AIRFLOW_CTX_* when in a task)."""
+    user = os.environ.get("AIRFLOW_CTX_DAG_OWNER") or getpass.getuser()
+    task = os.environ.get("AIRFLOW_CTX_DAG_ID")
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    return f"{user}@{where}" + (f" (dag {task})" if task else "")
+
+
+class JobHome:
+    """Paths and small reads/writes of one job's home directory."""
+
+    def __init__(self, url: str, storage_options: dict | None = None):
+        if not url or not str(url).strip():
+            raise InvalidInputError("the job home is empty; pass --job-home with a directory path or URL")
+        self.url = str(url).rstrip("/")
+        self.storage_options = storage_options or {}
+        self.fs, self.path = url_to_fs(self.url, self.storage_options)
+
+    def __repr__(self) -> str:
+        return f"JobHome({self.url!r})"
+
+    # -- paths -----------------------------------------------------------------------------
+    def p(self, *parts: str) -> str:
+        """Path inside the home (filesystem-relative, no protocol)."""
+        return "/".join([self.path, *parts])
+
+    def url_of(self, *parts: str) -> str:
+        """A URL of something in the home, to hand to Spark or another process."""
+        return unstrip(self.fs, self.p(*parts)) if not is_local(self.fs) else self.p(*parts)
+
+    @property
+    def control_url(self) -> str:
+        return self.url_of("control")
+
+    def exists(self) -> bool:
+        return self.fs.exists(self.path)
+
+    def require(self) -> None:
+        """Raise when the directory is not a job home (no job.json and no checkpoints)."""
+        if not (self.fs.exists(self.p("job.json")) or self.fs.exists(self.p("checkpoints"))):
+            raise InvalidInputError(
+                f"{self.url} is not a job home: it has neither job.json nor checkpoints/; "
+                "pass the directory the job was started with (--job-home)"
+            )
+
+    # -- job spec and status -----------------------------------------------------------------
+    def spec(self) -> dict[str, Any]:
+        return read_json(self.fs, self.p("job.json")) or {}
+
+    def write_spec(self, spec: dict[str, Any]) -> None:
+        write_atomic(self.fs, self.p("job.json"), dump_json(spec))
+
+    def status(self) -> dict[str, Any] | None:
+        try:
+            return read_json(self.fs, self.p("status.json"))
+        except json.JSONDecodeError:
+            return None
+
+    # -- control requests ----------------------------------------------------------------------
+    def request_stop(self, by: str) -> None:
+        write_atomic(self.fs, self.p("control", "stop"),
+                     dump_json({"requested_at": utc_now().isoformat(), "by": by}))
+
+    def stop_requested(self) -> bool:
+        return self.fs.exists(self.p("control", "stop"))
+
+    def clear_stop_request(self) -> None:
+        for name in ("stop", "drained.json"):
+            if self.fs.exists(self.p("control", name)):
+                self.fs.rm(self.p("control", name))
+
+    # -- checkpoint generations ----------------------------------------------------------------
+    def generations(self) -> list[int]:
+        """Existing checkpoint generation numbers, ascending."""
+        try:
+            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(self.p("checkpoints"), detail=False)]
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def current_generation(self) -> int | None:
+        gens = self.generations()
+        return gens[-1] if gens else None
+
+    def checkpoint_url(self, generation: int | None = None) -> str:
+        """URL of a generation's checkpoint (the current one by default)."""
+        gen = generation if generation is not None else self.current_generation()
+        if gen is None:
+            raise JobStateError(
+                f"job home {self.url} has no checkpoint yet (checkpoints/ is empty); start the job first"
+            )
+        return self.url_of("checkpoints", f"{gen:0{GENERATION_WIDTH}d}")
+
+    def generation_info(self, generation: int) -> dict[str, Any] | None:
+        return read_json(self.fs, self.p("generations", f"{generation:0{GENERATION_WIDTH}d}.json"))
+
+    def new_generation(self, reason: str, start_offsets: dict | None = None,
+                       from_savepoint: str | None = None) -> tuple[int, str]:
+        """Create the next (empty) checkpoint generation and record how it starts."""
+        gen = (self.current_generation() or 0) + 1
+        name = f"{gen:0{GENERATION_WIDTH}d}"
+        info = {
+            "generation": gen,
+            "created_at": utc_now().isoformat(),
+            "reason": reason,
+            "start_offsets": start_offsets,
+            "from_savepoint": from_savepoint,
+        }
+        write_atomic(self.fs, self.p("generations", f"{name}.json"), dump_json(info))
+        self.fs.makedirs(self.p("checkpoints", name), exist_ok=True)
+        if not is_local(self.fs):
+            # Object stores have no empty directories: a marker keeps the generation visible.
+            self.fs.pipe_file(self.p("checkpoints", name, ".generation"), name.encode())
+        return gen, self.checkpoint_url(gen)
+
+    # -- savepoints ------------------------------------------------------------------------------
+    @property
+    def savepoints_url(self) -> str:
+        return self.url_of("savepoints")
+
+    def savepoint_url(self, savepoint_id: str) -> str:
+        if not savepoint_id or "/" in savepoint_id or savepoint_id.startswith("."):
+            raise InvalidInputError(f"savepoint id {savepoint_id!r} is invalid; list ids with `savepoint list`")
+        return self.url_of("savepoints", savepoint_id)
+
+    # -- history ---------------------------------------------------------------------------------
+    def append_history(self, record: dict[str, Any]) -> None:
+        """Append one JSON line. Local files append; object stores rewrite under the job lock."""
+        line = json.dumps(record, sort_keys=True, default=str) + "\n"
+        path = self.p("history.jsonl")
+        if is_local(self.fs):
+            self.fs.makedirs(self.path, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(line)
+                out.flush()
+                os.fsync(out.fileno())
+        else:
+            old = self.fs.cat_file(path) if self.fs.exists(path) else b""
+            self.fs.pipe_file(path, old + line.encode())
+
+    def history(self) -> list[dict[str, Any]]:
+        path = self.p("history.jsonl")
+        if not self.fs.exists(path):
+            return []
+        return [json.loads(line) for line in self.fs.cat_file(path).decode().splitlines() if line.strip()]
+
+    # -- lock ------------------------------------------------------------------------------------
+    def read_lock(self) -> dict[str, Any] | None:
+        try:
+            return read_json(self.fs, self.p("lock"))
+        except json.JSONDecodeError:
+            return {"holder": "unknown (unreadable lock file)"}
+
+    @contextmanager
+    def lock(self, operation: str, holder: str | None = None) -> Iterator[dict[str, Any]]:
+        """Hold the job's exclusive control-plane lock for one operation."""
+        info = {"operation": operation, "holder": holder or who_am_i(), "acquired_at": utc_now().isoformat()}
+        if not create_exclusive(self.fs, self.p("lock"), dump_json(info)):
+            held = self.read_lock() or {}
+            raise JobStateError(
+                f"job home {self.url} is locked by {held.get('holder', '?')} for "
+                f"{held.get('operation', '?')} since {held.get('acquired_at', '?')}; wait for that operation "
+                "to finish, or, if its process died, release it with `airflow-kafka-stream unlock --job-home "
+                f"{self.url}`"
+            )
+        try:
+            yield info
+        finally:
+            try:
+                self.fs.rm(self.p("lock"))
+            except FileNotFoundError:
+                pass
+
+    def force_unlock(self) -> dict[str, Any] | None:
+        held = self.read_lock()
+        if held is not None:
+            self.fs.rm(self.p("lock"))
+        return held
