@@ -1,0 +1,263 @@
+"""`airflow-kafka-stream`: the control plane from a terminal.
+
+The commands mirror what the Airflow operators do and follow the habits of
+Kafka's `kafka-consumer-groups.sh`: reset is a dry run unless told
+`--execute`, plans can be exported as CSV, and client settings (including
+secrets) come from a properties file given with `--command-config`, never
+from arguments.
+
+Exit codes: 0 success; 1 problems found (verify, fsck) or an unexpected
+failure; 2 the operation was refused (bad input, job running, lock held,
+broker unreachable) and nothing was changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow_kafka_stream.errors import StreamError
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors, which matches our 'refused' code; keep messages short."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}\n")
+
+
+def _job_args(p: argparse.ArgumentParser, checkpoint: bool = True, kafka: bool = True) -> None:
+    p.add_argument("--job-home", help="the job's home directory (path or fsspec URL)")
+    if checkpoint:
+        p.add_argument("--checkpoint", help="a checkpoint directory, instead of the job home's current one")
+    p.add_argument("--storage-options", type=_json_object, default={},
+                   help="fsspec storage options as JSON, e.g. '{\"client_kwargs\": {\"endpoint_url\": ...}}'")
+    if kafka:
+        p.add_argument("--bootstrap-server", help="Kafka brokers (default: job.json's kafka.bootstrap.servers)")
+        p.add_argument("--group", help="consumer group (default: job.json's group)")
+        p.add_argument("--command-config", help="client properties file (security settings, secrets)")
+    p.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}); pass a JSON object") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="airflow-kafka-stream", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("checkpoint", help="show a checkpoint's position, or check it with fsck")
+    p.add_argument("action", nargs="?", choices=["position", "fsck"], default="position")
+    _job_args(p, kafka=False)
+    p.set_defaults(handler=_cmd_checkpoint)
+
+    p = sub.add_parser("verify", help="compare the group's committed offsets with the checkpoint, per partition")
+    _job_args(p)
+    p.add_argument("--stall-threshold", default="PT10M",
+                   help="ISO 8601 duration without a committed batch, while lag > 0, that counts as STALLED")
+    p.set_defaults(handler=_cmd_verify)
+
+    p = sub.add_parser("reset", help="plan (default) or execute an offset reset of checkpoint and group together")
+    _job_args(p)
+    strategy = p.add_mutually_exclusive_group(required=True)
+    strategy.add_argument("--to-current", action="store_true", help="the checkpoint's position (aligns the group)")
+    strategy.add_argument("--to-offset", help="an offset for every partition in scope, or topic:partition=offset,...")
+    strategy.add_argument("--to-datetime", help="ISO 8601 time with a zone, e.g. 2026-11-22T10:00:00+01:00")
+    strategy.add_argument("--to-earliest", action="store_true", help="the low watermark")
+    strategy.add_argument("--to-latest", action="store_true", help="the high watermark")
+    strategy.add_argument("--shift-by", type=int, help="move by N (negative goes back)")
+    strategy.add_argument("--by-duration", help="ISO 8601 duration back from now, e.g. PT1H")
+    strategy.add_argument("--from-file", help="CSV topic,partition,offset (as written by --export)")
+    strategy.add_argument("--to-savepoint", help="the offsets recorded in a savepoint of this job")
+    p.add_argument("--topic", action="append", default=[], help="scope: TOPIC or TOPIC:0,1 (repeatable)")
+    p.add_argument("--timezone", help="zone for a --to-datetime given without one, e.g. Europe/Berlin")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="apply the plan to checkpoint and group")
+    p.add_argument("--export", metavar="FILE", help="write the plan as CSV (kafka-consumer-groups.sh format)")
+    p.add_argument("--strict", action="store_true", help="refuse targets outside [low, high] instead of clamping")
+    p.add_argument("--drop-state", action="store_true",
+                   help="start a new checkpoint generation at the targets, dropping operator state")
+    p.add_argument("--sink-path", help="the file sink's output directory, to keep its _spark_metadata log whole")
+    p.set_defaults(handler=_cmd_reset)
+
+    p = sub.add_parser("stop", help="ask the running job to stop after its current batch, and wait")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the job to stop")
+    p.add_argument("--savepoint", action="store_true", help="take a savepoint once stopped")
+    p.add_argument("--app-version", help="application version recorded in the savepoint")
+    p.set_defaults(handler=_cmd_stop)
+
+    p = sub.add_parser("savepoint", help="create, list, show, validate, delete or prune savepoints")
+    p.add_argument("action", choices=["create", "list", "show", "validate", "delete", "prune"])
+    p.add_argument("savepoint_id", nargs="?", help="the savepoint (show, validate, delete)")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.add_argument("--app-version", help="application version recorded in a new savepoint")
+    p.add_argument("--keep-last", type=int, help="prune: keep the newest N")
+    p.add_argument("--keep-within", help="prune: keep those younger than this ISO 8601 duration, e.g. P7D")
+    p.set_defaults(handler=_cmd_savepoint)
+
+    p = sub.add_parser("restore", help="start a new checkpoint generation from a savepoint")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.add_argument("--savepoint", required=True, help="the savepoint id")
+    p.add_argument("--drop-state", action="store_true",
+                   help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
+    p.add_argument("--sink-path", help="the file sink's output directory (checked when dropping state)")
+    p.add_argument("--allow-sink-batch-log", action="store_true",
+                   help="proceed although the sink keeps a batch log keyed by batch id")
+    p.set_defaults(handler=_cmd_restore)
+
+    p = sub.add_parser("history", help="print the job's operation history")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_history)
+
+    p = sub.add_parser("unlock", help="release the job lock left behind by an operation whose process died")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_unlock)
+    return parser
+
+
+def _context(args: argparse.Namespace):
+    from airflow_kafka_stream.ops.context import build_context, read_properties
+
+    client = read_properties(args.command_config) if getattr(args, "command_config", None) else {}
+    return build_context(
+        job_home=args.job_home,
+        checkpoint=getattr(args, "checkpoint", None),
+        bootstrap_servers=getattr(args, "bootstrap_server", None),
+        group=getattr(args, "group", None),
+        client_config=client,
+        storage_options=args.storage_options,
+        sink_path=getattr(args, "sink_path", None),
+    )
+
+
+def _home(args: argparse.Namespace):
+    from airflow_kafka_stream.errors import InvalidInputError
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    if not args.job_home:
+        raise InvalidInputError(f"{args.command} needs --job-home DIR (the job's home directory)")
+    home = JobHome(args.job_home, args.storage_options)
+    home.require()
+    return home
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        print(text)
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import inspect
+
+    ctx = _context(args)
+    if args.action == "fsck":
+        report = inspect.fsck(ctx)
+        _emit(args, report.to_dict(), report.to_text())
+        return EXIT_OK if report.ok else EXIT_PROBLEMS
+    position = inspect.position(ctx)
+    _emit(args, inspect.position_dict(position), inspect.position_text(position))
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import verify
+
+    result = verify.verify(_context(args), stall_threshold=args.stall_threshold)
+    _emit(args, json.loads(result.to_json()), result.to_table())
+    return result.exit_code
+
+
+def _cmd_reset(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import reset
+
+    ctx = _context(args)
+    request = reset.request_from_args(args)
+    plan = reset.plan(ctx, request)
+    if args.export:
+        reset.export_csv(plan, args.export)
+    if not args.execute:
+        _emit(args, reset.plan_dict(plan), reset.plan_text(plan) + "\n\nDry run: nothing changed. "
+              "Run again with --execute to apply this plan.")
+        return EXIT_OK
+    outcome = reset.execute(ctx, request, plan, drop_state=args.drop_state, sink_path=args.sink_path)
+    _emit(args, outcome, reset.outcome_text(outcome))
+    return EXIT_OK if outcome.get("verified", True) else EXIT_PROBLEMS
+
+
+def _cmd_stop(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import stop
+
+    result = stop.stop_job(_home(args), timeout=args.timeout, savepoint=args.savepoint,
+                           app_version=args.app_version)
+    _emit(args, result, stop.stop_text(result))
+    return EXIT_OK
+
+
+def _cmd_savepoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import savepoints
+
+    home = _home(args)
+    action: Callable[..., tuple[Any, str]] = getattr(savepoints, f"cli_{args.action}")
+    data, text = action(home, args)
+    _emit(args, data, text)
+    return EXIT_OK
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import savepoints
+
+    result = savepoints.restore(_home(args), args.savepoint, drop_state=args.drop_state,
+                                sink_path=args.sink_path, allow_sink_batch_log=args.allow_sink_batch_log)
+    _emit(args, result, savepoints.restore_text(result))
+    return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    records = _home(args).history()
+    lines = [f"{r.get('started_at', '?')}  {r.get('operation', '?'):<18} {r.get('result', '?'):<8} {r.get('by', '')}"
+             + (f"  {r['error']}" if r.get("error") else "") for r in records]
+    _emit(args, records, "\n".join(lines) or "(no operations recorded)")
+    return EXIT_OK
+
+
+def _cmd_unlock(args: argparse.Namespace) -> int:
+    held = _home(args).force_unlock()
+    _emit(args, {"released": held}, f"released lock {held}" if held else "the job home was not locked")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return args.handler(args)
+    except StreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Resolve what an operation works on: job home, checkpoint, Kafka client config, group.
+
+The CLI and the Airflow layer both build a :class:`JobContext`; explicit
+arguments win over what the job home's job.json recorded at submit time.
+Secrets (SASL passwords, SSL keys) never come from job.json: they come from a
+client properties file (``--command-config``, as with Kafka's own tools) or,
+in Airflow, from a connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Parse a Java-style client properties file (key=value, # comments)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read client config file {path}: {exc.strerror}; pass an existing file") from exc
+    props: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep <= 0:
+            raise InvalidInputError(f"{path} line {number}: expected key=value, got {line[:60]!r}")
+        props[line[:sep].strip()] = line[sep + 1:].strip()
+    return props
+
+
+@dataclass
+class JobContext:
+    """Everything an operation needs to find the job's state."""
+
+    home: JobHome | None
+    checkpoint_url: str
+    kafka_config: dict[str, Any] = field(default_factory=dict)
+    group: str | None = None
+    topics: list[str] = field(default_factory=list)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    sink_path: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self.home is not None:
+            return self.home.spec().get("job") or self.home.url.rsplit("/", 1)[-1]
+        return self.checkpoint_url
+
+    def require_kafka(self) -> dict[str, Any]:
+        if not self.kafka_config.get("bootstrap.servers"):
+            raise InvalidInputError(
+                "no Kafka bootstrap servers known for this job: pass --bootstrap-server host:port "
+                "(or record kafka.bootstrap.servers in the job's job.json)"
+            )
+        return self.kafka_config
+
+    def require_group(self) -> str:
+        if not self.group:
+            raise InvalidInputError("no consumer group known for this job: pass --group NAME (or record it in job.json)")
+        return self.group
+
+
+def build_context(
+    job_home: str | None = None,
+    checkpoint: str | None = None,
+    bootstrap_servers: str | None = None,
+    group: str | None = None,
+    client_config: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    sink_path: str | None = None,
+) -> JobContext:
+    """Combine explicit arguments with the job home's job.json."""
+    opts = dict(storage_options or {})
+    if not job_home and not checkpoint:
+        raise InvalidInputError("say which job: pass --job-home DIR (or --checkpoint DIR for a bare checkpoint)")
+    home = JobHome(job_home, opts) if job_home else None
+    spec: dict[str, Any] = {}
+    if home is not None:
+        home.require()
+        spec = home.spec()
+    kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not _looks_secret(k)}
+    kafka.update(client_config or {})
+    if bootstrap_servers:
+        kafka["bootstrap.servers"] = bootstrap_servers
+    return JobContext(
+        home=home,
+        checkpoint_url=checkpoint or home.checkpoint_url(),  # type: ignore[union-attr]
+        kafka_config=kafka,
+        group=group or spec.get("group"),
+        topics=list(spec.get("topics") or []),
+        storage_options=opts,
+        sink_path=sink_path or spec.get("sink_path"),
+    )
+
+
+def _looks_secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(m in lowered for m in ("password", "secret", "jaas", "token"))

@@ -1,0 +1,62 @@
+"""Refuse operations that would corrupt a running job.
+
+A reset or restore while the job runs corrupts it. The consumer group alone
+proves nothing (Spark assigns partitions instead of joining the group, so the
+group looks Empty while the job reads), so liveness comes from the job's own
+status heartbeat; an active group is an extra reason to refuse.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from airflow_kafka_stream.errors import JobStateError, KafkaAccessError
+from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
+
+log = logging.getLogger(__name__)
+
+#: A heartbeat older than this means the job is not running (it refreshes every few seconds).
+DEFAULT_MAX_HEARTBEAT_AGE = 30.0
+
+ACTIVE_GROUP_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE", "PREPARINGREBALANCE",
+                       "COMPLETINGREBALANCE", "ASSIGNING", "RECONCILING"}
+
+
+def job_is_running(home: JobHome, now: datetime | None = None,
+                   max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
+    """Whether the job's status heartbeat says it runs, and the status read."""
+    from airflow_kafka_stream.spark.status import is_alive
+
+    status = home.status()
+    if status is None:
+        return False, None
+    return is_alive(status, now or utc_now(), max_age), status
+
+
+def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, group: str | None = None,
+                       operation: str = "this operation", now: datetime | None = None,
+                       max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> None:
+    """Raise JobStateError when the job runs (fresh heartbeat) or the group has active members."""
+    if home is not None:
+        running, status = job_is_running(home, now, max_age)
+        if running:
+            assert status is not None
+            raise JobStateError(
+                f"job {home.url} is running (state {status.get('state')}, application "
+                f"{status.get('application_id') or '?'}, heartbeat {status.get('heartbeat') or '?'}); "
+                f"{operation} would corrupt it. Stop it first: airflow-kafka-stream stop --job-home {home.url}"
+            )
+    if kafka_config and group:
+        from airflow_kafka_stream.kafka.groups import group_state
+
+        try:
+            state = str(group_state(kafka_config, group))
+        except KafkaAccessError:
+            raise
+        normalized = state.upper().replace("CONSUMERGROUPSTATE.", "").replace(" ", "_")
+        if normalized in ACTIVE_GROUP_STATES:
+            raise JobStateError(
+                f"consumer group {group!r} is {state}: some consumer is active in it; {operation} is refused "
+                "while it consumes. Stop that consumer (or the job) and try again"
+            )

@@ -1,0 +1,76 @@
+"""Run a control-plane operation under the job lock and record it in the history."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.storage.jobhome import JobHome, utc_now, who_am_i
+
+log = logging.getLogger(__name__)
+
+SECRET_MARKERS = ("password", "secret", "token", "credential", "sasl.jaas", "key.pem", "keystore")
+
+
+def redact(args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of arguments safe for history and logs: secret-looking values masked."""
+    clean: dict[str, Any] = {}
+    for key, value in args.items():
+        if any(marker in str(key).lower() for marker in SECRET_MARKERS):
+            clean[key] = "***"
+        elif isinstance(value, dict):
+            clean[key] = redact(value)
+        else:
+            clean[key] = value
+    return clean
+
+
+@contextmanager
+def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,
+                       lock: bool = True) -> Iterator[dict[str, Any]]:
+    """Hold the job lock while the body runs and append what happened to history.jsonl.
+
+    The body fills ``record["before"]``, ``record["after"]`` and ``record["result"]``
+    (default "ok"); an exception marks the record "refused" (bad input or wrong job
+    state) or "failed" and is re-raised.
+    """
+    record: dict[str, Any] = {
+        "operation": name,
+        "by": by or who_am_i(),
+        "started_at": utc_now().isoformat(),
+        "args": redact(args),
+        "before": None,
+        "after": None,
+        "result": "ok",
+    }
+    started = time.monotonic()
+    holder = record["by"]
+    lock_cm = home.lock(name, holder) if lock else _no_lock()
+    with lock_cm:
+        try:
+            yield record
+        except InvalidInputError as exc:
+            record.update(result="refused", error=str(exc))
+            raise
+        except StreamError as exc:
+            record.update(result="refused" if record["after"] is None else "failed", error=str(exc))
+            raise
+        except BaseException as exc:
+            record.update(result="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            record["finished_at"] = utc_now().isoformat()
+            record["seconds"] = round(time.monotonic() - started, 3)
+            try:
+                home.append_history(record)
+            except Exception:  # noqa: BLE001 - never hide the operation's own outcome
+                log.exception("could not append to the history of %s", home.url)
+
+
+@contextmanager
+def _no_lock() -> Iterator[None]:
+    yield None

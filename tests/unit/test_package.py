@@ -1,0 +1,51 @@
+"""The package installs as an Airflow provider with a console script, and core/ stays pure."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+import airflow_kafka_stream
+
+CORE = Path(airflow_kafka_stream.__file__).parent / "core"
+FORBIDDEN = ("airflow", "confluent_kafka", "pyspark", "fsspec")
+
+
+def test_provider_entry_point_returns_provider_info():
+    eps = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_kafka_stream")]
+    assert len(eps) == 1, "setup.py must register exactly one apache_airflow_provider entry point"
+    info = eps[0].load()()
+    assert info["package-name"] == "airflow-kafka-stream"
+    assert airflow_kafka_stream.__version__ in info["versions"]
+
+
+def test_airflow_providers_manager_lists_the_provider():
+    from airflow.providers_manager import ProvidersManager
+
+    assert "airflow-kafka-stream" in ProvidersManager().providers
+
+
+def test_console_script_prints_help():
+    exe = Path(sys.executable).parent / "airflow-kafka-stream"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for command in ("checkpoint", "verify", "reset", "stop", "savepoint", "restore"):
+        assert command in out.stdout
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in CORE.glob("*.py")))
+def test_core_imports_no_io_frameworks(module):
+    """core/ could be published alone: it must not import Airflow, Kafka clients, Spark or fsspec."""
+    tree = ast.parse((CORE / module).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & set(FORBIDDEN), f"core/{module} imports {imported & set(FORBIDDEN)}"
