@@ -45,3 +45,28 @@ def spark(tmp_path_factory):
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A local S3 server (moto) and the fsspec storage options to reach it."""
+    from moto.server import ThreadedMotoServer
+
+    from airflow_kafka_stream.devstack.broker import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint,
+                                                                          "region_name": "us-east-1"}}
+    import boto3
+    import s3fs
+
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+                 region_name="us-east-1").create_bucket(Bucket="stream-tests")
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        yield {"bucket": "stream-tests", "storage_options": options, "endpoint": endpoint}
+    finally:
+        server.stop()

@@ -1,0 +1,96 @@
+"""The job home works the same on a local path and on S3 (a real local S3 server)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["local", "s3"])
+def home(request, tmp_path):
+    if request.param == "local":
+        return JobHome(str(tmp_path / "job"))
+    s3 = request.getfixturevalue("s3_server")
+    return JobHome(f"s3://{s3['bucket']}/{uuid.uuid4().hex}/job", s3["storage_options"])
+
+
+def test_lock_is_exclusive_and_names_the_holder(home):
+    with home.lock("reset", holder="alice@host:1"):
+        with pytest.raises(JobStateError) as err:
+            with home.lock("restore", holder="bob@host:2"):
+                pass
+        assert "alice@host:1" in str(err.value) and "reset" in str(err.value)
+        assert "unlock" in str(err.value)
+    with home.lock("restore", holder="bob@host:2"):
+        pass
+
+
+def test_only_one_of_many_concurrent_lockers_wins(home):
+    wins, refusals = [], []
+    barrier = threading.Barrier(6)
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            with home.lock("op", holder=f"w{i}"):
+                wins.append(i)
+                barrier_done.wait()
+        except JobStateError:
+            refusals.append(i)
+
+    barrier_done = threading.Event()
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    # Let everyone try while the winner holds the lock.
+    for _ in range(200):
+        if len(wins) + len(refusals) == 6 or (wins and len(refusals) == 5):
+            break
+        threading.Event().wait(0.05)
+    barrier_done.set()
+    for t in threads:
+        t.join(30)
+    assert len(wins) == 1 and len(refusals) == 5
+
+
+def test_generations_history_and_stop_requests(home):
+    assert home.generations() == []
+    gen, url = home.new_generation("submit")
+    gen2, url2 = home.new_generation("restore", start_offsets={"t": {"0": 5}}, from_savepoint="sp1")
+    assert (gen, gen2) == (1, 2)
+    assert home.checkpoint_url() == url2 and url2.endswith("checkpoints/0002")
+    assert home.generation_info(2)["start_offsets"] == {"t": {"0": 5}}
+    home.append_history({"operation": "a"})
+    home.append_history({"operation": "b"})
+    assert [r["operation"] for r in home.history()] == ["a", "b"]
+    assert not home.stop_requested()
+    home.request_stop("me")
+    assert home.stop_requested()
+    home.clear_stop_request()
+    assert not home.stop_requested()
+
+
+def test_recorded_operation_writes_history_and_redacts_secrets(home):
+    with recorded_operation(home, "reset", {"sasl.password": "hunter2", "to": 5}, by="tester") as rec:
+        rec["before"], rec["after"] = {"x": 1}, {"x": 2}
+    with pytest.raises(InvalidInputError):
+        with recorded_operation(home, "reset", {"to": -3}, by="tester"):
+            raise InvalidInputError("bad offset -3")
+    first, second = home.history()
+    assert first["result"] == "ok" and first["args"]["sasl.password"] == "***"
+    assert second["result"] == "refused" and "bad offset" in second["error"]
+    assert "hunter2" not in str(home.history())
+    assert home.read_lock() is None, "the lock is released after the operation"
+
+
+def test_require_refuses_a_directory_that_is_not_a_job_home(tmp_path):
+    with pytest.raises(InvalidInputError, match="not a job home"):
+        JobHome(str(tmp_path)).require()
