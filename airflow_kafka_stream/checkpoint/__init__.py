@@ -1,0 +1,1 @@
+"""Checkpoint and savepoint storage: reading, checking, appending, saving and restoring (fsspec I/O)."""
