@@ -1,0 +1,316 @@
+"""The ``kafka_stream`` Spark streaming source: Spark's Kafka source as a Python data source.
+
+Use it like ``format("kafka")``::
+
+    spark.readStream.format("kafka_stream")
+        .option("kafka.bootstrap.servers", "broker:9092")
+        .option("subscribe", "orders")
+        .option("startingOffsets", "earliest")
+        .load()
+
+Options are documented in :mod:`airflow_kafka_stream.spark.source_options`. Offsets in the
+checkpoint have the JVM connector's shape (``{"topic": {"0": 23}}``, next offset to read),
+so checkpoint tools work on either. The start options resolve to real offsets in
+``initialOffset``; a query restarted from its checkpoint never calls it.
+
+The reader object lives twice: one long-lived instance on the driver plans batches
+(``initialOffset``/``latestOffset``/``partitions``), and a fresh copy per batch reads on
+executors (``read``). Neither opens connections in ``__init__`` nor shares state.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+
+from fsspec.implementations.local import LocalFileSystem
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
+from airflow_kafka_stream.errors import DataLossError, InvalidInputError
+from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.spark import arrow_rows
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange, find_lost_offsets, plan_ranges, rate_limit
+from airflow_kafka_stream.spark.source_options import (
+    ASSIGN,
+    START_EARLIEST,
+    START_GROUP,
+    START_LATEST,
+    START_OFFSETS,
+    START_TIMESTAMP,
+    SUBSCRIBE_PATTERN,
+    SourceOptions,
+    parse_source_options,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "kafka_stream"
+
+
+def register(spark) -> None:
+    """Make ``spark.readStream.format("kafka_stream")`` available in this session."""
+    spark.dataSource.register(KafkaStreamDataSource)
+
+
+def source_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka source columns; ``headers`` only with includeHeaders=true."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+class KafkaStreamDataSource(DataSource):
+    """Validates the options when the DataFrame is defined, so bad options fail before any query starts."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed = parse_source_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        return source_schema(self.parsed.include_headers)
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(self.parsed)
+
+
+class KafkaRange(InputPartition):
+    """One Spark task: offsets ``[start, end)`` of one Kafka partition."""
+
+    def __init__(self, rng: OffsetRange) -> None:
+        super().__init__(rng)
+        self.rng = rng
+
+
+def parse_offsets(offsets: Mapping) -> PartitionOffsets:
+    """Offsets as Spark hands them back (the nested dict this source returned)."""
+    return {TopicPartition(t, int(p)): int(o) for t, parts in offsets.items() for p, o in parts.items()}
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from Kafka watermarks and reads them as Arrow batches."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._available_now_target: PartitionOffsets | None = None
+        self._latest_seen: PartitionOffsets | None = None
+        self._client_config = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
+
+    # -- start position ---------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        partitions = self._current_partitions()
+        bounds = metadata.watermarks(self._client_config, partitions)
+        start = self._resolve_start(partitions, bounds)
+        log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
+        return to_nested(start)
+
+    def _resolve_start(
+        self, partitions: list[TopicPartition], bounds: Mapping[TopicPartition, tuple[int, int]]
+    ) -> PartitionOffsets:
+        starting = self.options.starting
+        low = {tp: bounds[tp][0] for tp in partitions}
+        high = {tp: bounds[tp][1] for tp in partitions}
+        if starting.kind == START_EARLIEST:
+            return low
+        if starting.kind == START_LATEST:
+            return high
+        if starting.kind == START_GROUP:
+            committed = metadata.committed_offsets(self._client_config, self.options.group_id or "", partitions)
+            fallback = low if starting.group_fallback == EARLIEST else high
+            missing = [tp for tp in partitions if committed[tp] is None]
+            if missing:
+                log.info(
+                    "group %s has no committed offset for %s: starting them at %s",
+                    self.options.group_id,
+                    ", ".join(map(str, missing)),
+                    "earliest" if starting.group_fallback == EARLIEST else "latest",
+                )
+            return {tp: fallback[tp] if committed[tp] is None else committed[tp] for tp in partitions}
+        if starting.kind == START_OFFSETS:
+            _require_all(partitions, starting.offsets, "startingOffsets")
+            special = {EARLIEST: low, LATEST: high}
+            return {tp: special[o][tp] if o in special else o for tp, o in starting.offsets.items()}
+        if starting.kind == START_TIMESTAMP:
+            wanted = dict.fromkeys(partitions, starting.timestamp)
+        else:
+            _require_all(partitions, starting.timestamps, "startingOffsetsByTimestamp")
+            wanted = dict(starting.timestamps)
+        found = metadata.offsets_for_timestamps(self._client_config, wanted)
+        unmatched = [tp for tp in partitions if found[tp] >= high[tp]]
+        if unmatched and starting.timestamp_strategy == "error":
+            raise InvalidInputError(
+                "no record at or after the starting timestamp in "
+                + ", ".join(f"{tp} (timestamp {wanted[tp]})" for tp in unmatched)
+                + "; choose an earlier time, or set startingOffsetsByTimestampStrategy=latest to start these "
+                "partitions at their end"
+            )
+        return {tp: min(found[tp], high[tp]) for tp in partitions}
+
+    # -- planning -------------------------------------------------------------------------
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        partitions = self._current_partitions()
+        bounds = metadata.watermarks(self._client_config, partitions)
+        self._available_now_target = {tp: high for tp, (_low, high) in bounds.items()}
+        log.info("kafka_stream availableNow: reading up to %s", json.dumps(to_nested(self._available_now_target)))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self._stop_requested():
+            self._write_drained(start)
+            return start
+        begin = parse_offsets(start)
+        partitions = self._current_partitions(known=begin)
+        bounds = metadata.watermarks(self._client_config, partitions)
+        effective = self._check_lost(begin, bounds)
+        end = {tp: bounds[tp][1] for tp in partitions}
+        self._latest_seen = dict(end)
+        if self._available_now_target is not None:
+            end = {
+                tp: min(high, max(effective[tp], self._available_now_target.get(tp, effective[tp])))
+                for tp, high in end.items()
+            }
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(effective, end, limit.max_rows)
+        if end == begin:
+            return start
+        return to_nested(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_nested(self._latest_seen) if self._latest_seen else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, finish = parse_offsets(start), parse_offsets(end)
+        odd = [tp for tp in finish if tp not in begin or begin[tp] > finish[tp]]
+        if odd:
+            # New partitions start at earliest; a partition whose end went backwards (recreated
+            # topic) restarts at its earliest, as latestOffset already accepted (failOnDataLoss=false).
+            bounds = metadata.watermarks(self._client_config, odd)
+            self._check_lost({tp: begin[tp] for tp in odd if tp in begin}, bounds)
+            begin = {**begin, **{tp: bounds[tp][0] for tp in odd}}
+        ranges = plan_ranges(begin, finish, self.options.min_partitions, self.options.max_records_per_partition)
+        return [KafkaRange(rng) for rng in ranges]
+
+    def read(self, partition: KafkaRange) -> Iterator:
+        return arrow_rows.read_range(self.options, partition.rng)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: group offsets are committed by the job runtime after Spark's own commit."""
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _current_partitions(self, known: Mapping[TopicPartition, int] | None = None) -> list[TopicPartition]:
+        """The partitions the subscription covers now (one metadata request)."""
+        sub = self.options.subscription
+        if sub.kind == ASSIGN:
+            metadata.check_partitions_exist(self._client_config, sub.partitions)
+            return list(sub.partitions)
+        if sub.kind == SUBSCRIBE_PATTERN:
+            counts = metadata.list_topic_partitions(self._client_config, pattern=sub.pattern)
+        else:
+            counts = self._subscribed_counts(known)
+        return sorted(TopicPartition(t, p) for t, n in counts.items() for p in range(n))
+
+    def _subscribed_counts(self, known: Mapping[TopicPartition, int] | None) -> dict[str, int]:
+        if known is None:
+            return metadata.list_topic_partitions(self._client_config, topics=self.options.subscription.topics)
+        # While running, a deleted topic is data loss (reported by _check_lost), not bad input.
+        everything = metadata.list_topic_partitions(self._client_config)
+        return {t: everything[t] for t in self.options.subscription.topics if t in everything}
+
+    def _check_lost(
+        self, begin: PartitionOffsets, bounds: Mapping[TopicPartition, tuple[int, int]]
+    ) -> PartitionOffsets:
+        """Start offsets to plan from: ``begin`` where Kafka still has it, else (failOnDataLoss=false) earliest."""
+        effective = {tp: low for tp, (low, _high) in bounds.items()}  # new partitions: earliest
+        effective.update({tp: o for tp, o in begin.items() if tp in bounds})
+        for lost in find_lost_offsets(begin, bounds):
+            message = arrow_rows.data_loss_message(str(lost.tp), lost.start, None, lost.low, lost.high, lost.reason)
+            if self.options.fail_on_data_loss:
+                raise DataLossError(message)
+            log.warning("%s", message)
+            if lost.tp in bounds:
+                effective[lost.tp] = lost.resume_at
+        return effective
+
+    # -- graceful stop ----------------------------------------------------------------------
+
+    def _stop_requested(self) -> bool:
+        if not self.options.drain_path:
+            return False
+        fs, root = _filesystem(self.options.drain_path)
+        return fs.exists(f"{root}/stop")
+
+    def _write_drained(self, start: dict) -> None:
+        fs, root = _filesystem(self.options.drain_path or "")
+        body = json.dumps({"offsets": start, "at": datetime.now(UTC).isoformat()}).encode()
+        target = f"{root}/drained.json"
+        if isinstance(fs, LocalFileSystem):
+            temp = f"{target}.tmp-{os.getpid()}"
+            with open(temp, "wb") as handle:
+                handle.write(body)
+            os.replace(temp, target)
+        else:
+            fs.pipe_file(target, body)  # object stores make a whole object visible at once
+        log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
+
+
+def _require_all(partitions: list[TopicPartition], given: Mapping[TopicPartition, int], option: str) -> None:
+    missing = [tp for tp in partitions if tp not in given]
+    unknown = [tp for tp in given if tp not in set(partitions)]
+    if missing or unknown:
+        problems = []
+        if missing:
+            problems.append(f"it lacks {', '.join(map(str, missing))}")
+        if unknown:
+            problems.append(f"{', '.join(map(str, unknown))} do not exist")
+        raise InvalidInputError(
+            f"option {option} must give every partition the query reads: {'; '.join(problems)} "
+            "(use -2 for earliest, -1 for latest in startingOffsets)"
+        )
+
+
+_FILESYSTEMS: dict[str, tuple] = {}
+
+
+def _filesystem(url: str):
+    """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger)."""
+    if url not in _FILESYSTEMS:
+        from fsspec.core import url_to_fs
+
+        fs, root = url_to_fs(url)
+        _FILESYSTEMS[url] = (fs, root.rstrip("/"))
+    return _FILESYSTEMS[url]
