@@ -1,0 +1,124 @@
+"""Scaling of the control plane's reads: 1,000 partitions against 10.
+
+Verifying a job and planning a reset to a datetime (broker lookups included)
+should cost a fixed number of requests, so their wall time should barely grow
+with the partition count. Prints exactly two lines:
+``verify_1000_vs_10: <ratio>`` and ``reset_plan_1000_vs_10: <ratio>`` (median wall
+time on 1,000 partitions divided by the median on 10; goal <= 3); details go to
+stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
+
+    .venv/bin/python bench/bench_control.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.core.reset_plan import ResetStrategy, parse_scope
+from airflow_kafka_stream.kafka.control_inputs import plan_job_reset, verify_job
+from airflow_kafka_stream.kafka.groups import alter_group_offsets
+
+SIZES = (10, 1000)
+REPEATS = int(os.environ.get("BENCH_CONTROL_REPEATS", "5"))
+
+
+def say(text: str, *args: object) -> None:
+    print(text % args if args else text, file=sys.stderr, flush=True)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    started = time.perf_counter()
+    for future in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
+        future.result(120)
+    while True:
+        topic = admin.list_topics(name, timeout=30).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+            break
+        time.sleep(0.1)
+    say("created %s with %d partitions in %.2fs", name, partitions, time.perf_counter() - started)
+
+
+def produce_one_each(bootstrap: str, topics: dict[str, int]) -> None:
+    """One record per partition, one record per request (keeps tansu's high watermark exact)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for topic, count in topics.items():
+        for partition in range(count):
+            producer.produce(topic, b"x", partition=partition)
+            producer.poll(0)
+    assert producer.flush(120) == 0, "records not delivered"
+
+
+def median_seconds(action) -> float:
+    action()  # warm-up: connections, imports
+    samples = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        from airflow_kafka_stream.devstack.broker import start_local_broker
+
+        broker = start_local_broker()
+        bootstrap = broker.bootstrap_servers
+    try:
+        config = {"bootstrap.servers": bootstrap}
+        run = uuid.uuid4().hex[:8]
+        topics = {f"bench-control-{size}-{run}": size for size in SIZES}
+        for name, size in topics.items():
+            create_topic(bootstrap, name, size)
+        started = time.perf_counter()
+        produce_one_each(bootstrap, topics)
+        time.sleep(1.5)  # tansu answers time lookups at one-second resolution
+        between = datetime.now(UTC)
+        time.sleep(1.5)
+        produce_one_each(bootstrap, topics)
+        say("produced 2 records per partition in %.2fs", time.perf_counter() - started)
+
+        timings: dict[str, dict[int, float]] = {"verify": {}, "reset_plan": {}}
+        for name, size in topics.items():
+            checkpoint = {TopicPartition(name, p): 1 for p in range(size)}
+            group = f"bench-control-group-{size}-{run}"
+            alter_group_offsets(config, group, checkpoint)
+            now = datetime.now(UTC)
+
+            def verify(name=name, group=group, checkpoint=checkpoint, now=now):
+                result = verify_job(config, group, checkpoint, [name], now=now, last_batch_at=now,
+                                    stall_after=timedelta(minutes=15))
+                assert len(result.partitions) == len(checkpoint), result.to_table()
+
+            def reset_plan(name=name, group=group, checkpoint=checkpoint):
+                plan = plan_job_reset(config, group, checkpoint, [name], ResetStrategy.to_datetime(between),
+                                      parse_scope(None))
+                assert set(plan.checkpoint_offsets().values()) == {1}, plan.to_table()
+
+            timings["verify"][size] = median_seconds(verify)
+            timings["reset_plan"][size] = median_seconds(reset_plan)
+            say("%d partitions: verify %.3fs, reset plan to-datetime %.3fs (median of %d)",
+                size, timings["verify"][size], timings["reset_plan"][size], REPEATS)
+        small, large = SIZES
+        print(f"verify_{large}_vs_{small}: {timings['verify'][large] / timings['verify'][small]:.2f}")
+        print(f"reset_plan_{large}_vs_{small}: {timings['reset_plan'][large] / timings['reset_plan'][small]:.2f}")
+        return 0
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
