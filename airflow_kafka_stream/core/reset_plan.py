@@ -522,7 +522,7 @@ def _planned_row(tp: TopicPartition, strategy: ResetStrategy, inputs: ResetInput
     target, warning = requested, None
     if requested < low or requested > high:
         edge, side, why = (
-            (low, "below the low watermark", "older records were deleted")
+            (low, "below the low watermark", "older records were deleted" if low > 0 else "the partition starts there")
             if requested < low
             else (high, "above the high watermark", "no record has been written there yet")
         )
