@@ -141,8 +141,7 @@ def read_position(url: str, storage_options: dict | None = None) -> CheckpointPo
         )
     if METADATA not in names:
         raise CheckpointFormatError(
-            f"{url}: no 'metadata' file, so this is not a Spark checkpoint (or the query never started); "
-            "check the path"
+            f"{url}: no 'metadata' file, so this is not a Spark checkpoint (or the query never started); check the path"
         )
     query_id = parse_query_metadata(read_bytes(fs, join(root, METADATA)), join(root, METADATA))
     offsets_dir, commits_dir = join(root, OFFSETS_DIR), join(root, COMMITS_DIR)

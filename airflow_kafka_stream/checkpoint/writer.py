@@ -234,7 +234,9 @@ def state_store_dirs(fs: fsspec.AbstractFileSystem, state_root: str) -> list[str
         pending.extend(
             join(directory, name)
             for name in names
-            if not name.startswith(("_", ".")) and state_file_version(name) is None and is_dir(fs, join(directory, name))
+            if not name.startswith(("_", "."))
+            and state_file_version(name) is None
+            and is_dir(fs, join(directory, name))
         )
     return sorted(found)
 

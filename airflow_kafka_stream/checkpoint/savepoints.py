@@ -1,0 +1,280 @@
+"""Savepoints: consistent, self-describing, immutable copies of a stopped query's checkpoint.
+
+A savepoint holds ``metadata``, the last two batches' ``offsets``/``commits``
+(Spark reads batch N-1's offsets as the committed start when it resumes after
+batch N), ``sources/``, the state files needed to load state version N+1, and
+``manifest.json`` with a sha256 per file. The manifest is written last, so a
+directory without one is an incomplete savepoint: ignored by
+:func:`list_savepoints`, removed by :func:`prune_savepoints`.
+
+Restoring copies a validated savepoint into an empty checkpoint location. A
+marker file written first and removed last makes an interrupted restore
+visible (the reader and fsck refuse it; restoring again clears it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import fsspec
+
+from airflow_kafka_stream.checkpoint.atomic import atomic_write, exists_file, is_dir, join, list_names, open_fs
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_bytes, read_position
+from airflow_kafka_stream.checkpoint.writer import state_store_dirs
+from airflow_kafka_stream.core.checkpoint_fsck import crc_target
+from airflow_kafka_stream.core.checkpoint_log import (
+    COMMITS_DIR,
+    HDFS_PROVIDER,
+    METADATA,
+    OFFSETS_DIR,
+    RESTORE_MARKER,
+    SOURCES_DIR,
+    STATE_DIR,
+    is_temp_name,
+    state_file_version,
+)
+from airflow_kafka_stream.core.offsets import PartitionOffsets
+from airflow_kafka_stream.core.retention import expired_savepoints
+from airflow_kafka_stream.core.savepoint_manifest import (
+    MANIFEST,
+    Manifest,
+    hdfs_state_files,
+    parse_manifest,
+    render_manifest,
+    sha256,
+)
+from airflow_kafka_stream.errors import JobStateError, SavepointError
+
+log = logging.getLogger(__name__)
+
+StepHook = Callable[[str], None]
+
+
+def _skip(name: str) -> bool:
+    """Checksum and temporary files are never copied (Spark reads a log file without its .crc)."""
+    return crc_target(name) is not None or is_temp_name(name)
+
+
+def _tree(fs: fsspec.AbstractFileSystem, root: str, relative: str) -> list[str]:
+    """Relative paths of every file under ``root/relative``, without checksum or temp files."""
+    base = join(root, relative)
+    if not is_dir(fs, base):
+        return []
+    found = fs.find(base)
+    return sorted(
+        path[len(root) + 1 :] for path in found if not _skip(path.rsplit("/", 1)[-1]) and not path.endswith("/")
+    )
+
+
+def _state_paths(fs: fsspec.AbstractFileSystem, root: str, position: CheckpointPosition) -> list[str]:
+    everything = _tree(fs, root, STATE_DIR)
+    if position.state_store_provider != HDFS_PROVIDER:
+        return everything  # RocksDB or unknown: the whole state directory, to be safe
+    version = position.batch_id + 1  # type: ignore[operator]
+    wanted = [path for path in everything if state_file_version(path.rsplit("/", 1)[-1]) is None]
+    for store in state_store_dirs(fs, join(root, STATE_DIR)):
+        relative = store[len(root) + 1 :]
+        wanted += [f"{relative}/{name}" for name in hdfs_state_files(list_names(fs, store), version, store)]
+    return sorted(wanted)
+
+
+def _checkpoint_files(fs: fsspec.AbstractFileSystem, root: str, position: CheckpointPosition) -> list[str]:
+    """Relative paths to copy, in restore order: metadata, sources, state, then the logs (newest last)."""
+    batch = position.batch_id
+    logs = []
+    for log_batch in (batch - 1, batch):  # type: ignore[operator]
+        if log_batch >= 0 and exists_file(fs, join(root, OFFSETS_DIR, str(log_batch))):
+            logs += [f"{COMMITS_DIR}/{log_batch}", f"{OFFSETS_DIR}/{log_batch}"]
+    state = _state_paths(fs, root, position) if position.stateful else []
+    return [METADATA, *_tree(fs, root, SOURCES_DIR), *state, *logs]
+
+
+def create_savepoint(
+    checkpoint_url: str,
+    savepoint_url: str,
+    app_version: str,
+    created_at: datetime,
+    spark_version: str | None = None,
+    storage_options: dict | None = None,
+    *,
+    step_hook: StepHook | None = None,
+) -> Manifest:
+    """Copy a stopped query's checkpoint into ``savepoint_url`` (its id is the last path component)."""
+    hook = step_hook or (lambda _step: None)
+    position = read_position(checkpoint_url, storage_options)
+    if position.incomplete_append is not None:
+        raise JobStateError(f"{checkpoint_url}: an offset append was interrupted; run recover_incomplete_append first")
+    if position.in_flight_batch_id is not None:
+        raise JobStateError(
+            f"{checkpoint_url}: batch {position.in_flight_batch_id} is in flight, so the checkpoint is not "
+            "consistent; stop the job gracefully (drain) and take the savepoint after it stopped"
+        )
+    if position.batch_id is None:
+        raise JobStateError(f"{checkpoint_url}: no committed batch yet; nothing to save")
+    fs, root = open_fs(checkpoint_url, storage_options)
+    target_fs, target = open_fs(savepoint_url, storage_options)
+    if target_fs.exists(target) and list_names(target_fs, target):
+        raise SavepointError(
+            f"{savepoint_url} already exists and is not empty; savepoints are never overwritten: "
+            "choose a new savepoint id (or delete the incomplete one with prune_savepoints)"
+        )
+    files: dict[str, str] = {}
+    for relative in _checkpoint_files(fs, root, position):
+        data = read_bytes(fs, join(root, relative))
+        atomic_write(target_fs, join(target, relative), data)
+        files[relative] = sha256(data)
+        hook(f"copy:{relative}")
+    manifest = Manifest(
+        savepoint_id=target.rsplit("/", 1)[-1],
+        query_id=position.query_id,
+        batch_id=position.batch_id,
+        source_lines=position.offsets.source_lines,  # type: ignore[union-attr]
+        state_store_provider=position.state_store_provider,
+        stateful=position.stateful,
+        app_version=app_version,
+        created_at=created_at,
+        spark_version=spark_version,
+        files=files,
+    )
+    atomic_write(target_fs, join(target, MANIFEST), render_manifest(manifest).encode("utf-8"))
+    hook("manifest")
+    log.info("savepoint %s of %s at batch %s: %s files", savepoint_url, checkpoint_url, position.batch_id, len(files))
+    return manifest
+
+
+def read_manifest(savepoint_url: str, storage_options: dict | None = None) -> Manifest:
+    fs, root = open_fs(savepoint_url, storage_options)
+    path = join(root, MANIFEST)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError as exc:
+        raise SavepointError(
+            f"{savepoint_url}: no {MANIFEST}, so the savepoint does not exist or is incomplete "
+            "(an interrupted create); pick another savepoint"
+        ) from exc
+    return parse_manifest(data, path)
+
+
+def validate_savepoint(savepoint_url: str, storage_options: dict | None = None) -> Manifest:
+    """The manifest, after checking every file's sha256; SavepointError naming the first bad file."""
+    manifest = read_manifest(savepoint_url, storage_options)
+    fs, root = open_fs(savepoint_url, storage_options)
+    for relative, expected in sorted(manifest.files.items()):
+        path = join(root, relative)
+        try:
+            actual = sha256(fs.cat_file(path))
+        except FileNotFoundError as exc:
+            raise SavepointError(f"{path}: file listed in the manifest is missing; the savepoint is damaged") from exc
+        if actual != expected:
+            raise SavepointError(
+                f"{path}: sha256 {actual} does not match the manifest's {expected}; the savepoint is damaged, "
+                "restore from another one"
+            )
+    return manifest
+
+
+def list_savepoints(root_url: str, storage_options: dict | None = None) -> list[Manifest]:
+    """Complete savepoints under ``root_url``, oldest first (directories without a manifest are skipped)."""
+    fs, root = open_fs(root_url, storage_options)
+    fs.invalidate_cache()
+    manifests = []
+    for name in list_names(fs, root):
+        path = join(root, name, MANIFEST)
+        if exists_file(fs, path):
+            manifests.append(parse_manifest(fs.cat_file(path), path))
+    return sorted(manifests, key=lambda manifest: (manifest.created_at, manifest.savepoint_id))
+
+
+def incomplete_savepoints(root_url: str, storage_options: dict | None = None) -> list[str]:
+    """Ids of savepoint directories without a manifest (interrupted creates or deletes)."""
+    fs, root = open_fs(root_url, storage_options)
+    return sorted(
+        name
+        for name in list_names(fs, root)
+        if is_dir(fs, join(root, name)) and not exists_file(fs, join(root, name, MANIFEST))
+    )
+
+
+def delete_savepoint(savepoint_url: str, storage_options: dict | None = None) -> None:
+    """Delete a savepoint: its manifest first, so an interrupted delete leaves an incomplete one."""
+    fs, root = open_fs(savepoint_url, storage_options)
+    if exists_file(fs, join(root, MANIFEST)):
+        fs.rm_file(join(root, MANIFEST))
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def prune_savepoints(
+    root_url: str,
+    now: datetime,
+    keep_last: int | None = None,
+    max_age: timedelta | None = None,
+    storage_options: dict | None = None,
+) -> list[str]:
+    """Delete incomplete savepoints and those the retention policy lets go; returns the deleted ids."""
+    manifests = list_savepoints(root_url, storage_options)
+    doomed = incomplete_savepoints(root_url, storage_options) + expired_savepoints(
+        [(manifest.savepoint_id, manifest.created_at) for manifest in manifests], now, keep_last, max_age
+    )
+    for savepoint_id in doomed:
+        delete_savepoint(join(root_url.rstrip("/"), savepoint_id), storage_options)
+    return doomed
+
+
+def restore_savepoint(
+    savepoint_url: str,
+    new_checkpoint_url: str,
+    storage_options: dict | None = None,
+    *,
+    step_hook: StepHook | None = None,
+) -> Manifest:
+    """Copy a validated savepoint into an empty checkpoint location; Spark resumes after its batch."""
+    hook = step_hook or (lambda _step: None)
+    manifest = validate_savepoint(savepoint_url, storage_options)
+    source_fs, source = open_fs(savepoint_url, storage_options)
+    fs, target = open_fs(new_checkpoint_url, storage_options)
+    existing = list_names(fs, target) if fs.exists(target) else []
+    if existing and RESTORE_MARKER not in existing:
+        raise JobStateError(
+            f"{new_checkpoint_url} is not empty ({len(existing)} entries); restore only into a new, empty "
+            "checkpoint location (a new checkpoint generation)"
+        )
+    if existing:
+        log.warning("clearing the interrupted restore in %s", new_checkpoint_url)
+        for name in existing:
+            if name != RESTORE_MARKER:
+                fs.rm(join(target, name), recursive=True)
+    marker = join(target, RESTORE_MARKER)
+    atomic_write(fs, marker, render_manifest(manifest).encode("utf-8"))
+    hook("marker")
+    for relative in _restore_order(manifest):
+        atomic_write(fs, join(target, relative), read_bytes(source_fs, join(source, relative)))
+        hook(f"copy:{relative}")
+    fs.rm_file(marker)
+    hook("done")
+    log.info("restored savepoint %s into %s at batch %s", savepoint_url, new_checkpoint_url, manifest.batch_id)
+    return manifest
+
+
+def _restore_order(manifest: Manifest) -> list[str]:
+    """Everything but the logs first, then commits before offsets, older batch first."""
+    logs = [path for path in manifest.files if path.startswith((f"{OFFSETS_DIR}/", f"{COMMITS_DIR}/"))]
+    others = sorted(path for path in manifest.files if path not in logs)
+    return others + sorted(logs, key=lambda path: (int(path.rsplit("/", 1)[-1]), path))
+
+
+def savepoint_offsets(manifest: Manifest, source_index: int = 0) -> PartitionOffsets:
+    """The offsets a fresh checkpoint should start from when restoring without state (drop state)."""
+    return manifest.source_offsets(source_index)
+
+
+def sink_batch_log(sink_path: str, storage_options: dict | None = None) -> bool:
+    """Whether ``sink_path`` is a file sink output with its own batch log (``_spark_metadata``).
+
+    A fresh checkpoint restarts batch ids at 0, and such a sink silently skips
+    batches it believes it already wrote: the caller must refuse unless told.
+    """
+    fs, root = open_fs(sink_path, storage_options)
+    return is_dir(fs, join(root, "_spark_metadata"))

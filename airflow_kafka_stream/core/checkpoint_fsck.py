@@ -1,0 +1,184 @@
+"""Rules that check a Spark checkpoint's files, as pure functions over what was read.
+
+Each rule is a small function named for what it detects and returns findings,
+never raises: the report says everything wrong at once. The I/O side
+(``checkpoint/fsck.py``) lists and reads the files and feeds these rules.
+
+Rules:
+1. Every retained log file (``offsets/N``, ``commits/N``, ``metadata``) parses.
+2. A commit never runs ahead of its offsets: ``commits/N`` needs ``offsets/N``.
+3. Retained batch ids are contiguous (Spark only purges from the bottom).
+4. No temporary files are left over by an interrupted write.
+5. Every Hadoop ``.crc`` file has its data file and a matching checksum.
+6. No append or restore of ours was interrupted half-way.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from airflow_kafka_stream.core.checkpoint_log import batch_ids, is_temp_name
+
+CRC_MAGIC = b"crc\0"
+
+
+class Severity(enum.StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation about one path; errors make the checkpoint unfit to restart from."""
+
+    severity: Severity
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity.value.upper()}: {self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class FsckReport:
+    """All findings about one checkpoint; ``ok`` when none is an error."""
+
+    url: str
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(finding for finding in self.findings if finding.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(finding for finding in self.findings if finding.severity is Severity.WARNING)
+
+    def render(self) -> str:
+        status = "OK" if self.ok else f"{len(self.errors)} error(s)"
+        return "\n".join([f"fsck {self.url}: {status}", *(str(finding) for finding in self.findings)])
+
+
+def crc_problem(data: bytes, crc_file: bytes) -> str | None:
+    """Why a Hadoop ChecksumFileSystem ``.crc`` does not match ``data``, or None when it does.
+
+    Format: magic ``crc\\0``, 4-byte big-endian bytes per checksum, then one
+    big-endian CRC32 per chunk of the data.
+    """
+    if len(crc_file) < 8 or crc_file[:4] != CRC_MAGIC:
+        return "not a Hadoop checksum file (bad magic)"
+    (chunk,) = struct.unpack(">i", crc_file[4:8])
+    if chunk <= 0:
+        return f"invalid bytes-per-checksum {chunk}"
+    sums = crc_file[8:]
+    expected = b"".join(struct.pack(">I", zlib.crc32(data[at : at + chunk])) for at in range(0, len(data), chunk))
+    if sums != expected:
+        return f"checksum does not match the file's {len(data)} bytes (file changed after it was written)"
+    return None
+
+
+def crc_target(name: str) -> str | None:
+    """The data file a ``.name.crc`` file belongs to, or None when ``name`` is not a crc file."""
+    if name.startswith(".") and name.endswith(".crc") and len(name) > 5:
+        return name[1:-4]
+    return None
+
+
+# 1. Every retained log file parses (parse errors are collected by the caller).
+def unparseable_files(errors: Mapping[str, str]) -> list[Finding]:
+    return [
+        Finding(Severity.ERROR, path, f"{message}; the checkpoint cannot restart from it")
+        for path, message in sorted(errors.items())
+    ]
+
+
+# 2. A commit never runs ahead of its offsets.
+def commits_without_offsets(offset_names: Iterable[str], commit_names: Iterable[str], root: str) -> list[Finding]:
+    orphans = sorted(batch_ids(commit_names) - batch_ids(offset_names))
+    return [
+        Finding(
+            Severity.ERROR,
+            f"{root}/commits/{batch}",
+            f"commit of batch {batch} has no offsets/{batch}: the commit log runs ahead of the offset log; "
+            "restore from a savepoint",
+        )
+        for batch in orphans
+    ]
+
+
+# 3. Retained batch ids are contiguous.
+def gaps(names: Iterable[str], directory: str) -> list[Finding]:
+    ids = sorted(batch_ids(names))
+    missing = [batch for batch in range(ids[0], ids[-1] + 1) if batch not in set(ids)] if ids else []
+    if not missing:
+        return []
+    return [
+        Finding(
+            Severity.ERROR,
+            directory,
+            f"batch files missing inside the retained range {ids[0]}..{ids[-1]}: {missing[:10]}"
+            f"{' ...' if len(missing) > 10 else ''}; restore from a savepoint",
+        )
+    ]
+
+
+# 4. No temporary files are left over.
+def leftover_temp_files(paths: Iterable[str]) -> list[Finding]:
+    return [
+        Finding(Severity.WARNING, path, "temporary file left by an interrupted write; safe to delete")
+        for path in sorted(paths)
+        if is_temp_name(path.rsplit("/", 1)[-1])
+    ]
+
+
+# 5. Every .crc file has its file and a matching checksum.
+def crc_findings(crc_results: Mapping[str, str | None]) -> list[Finding]:
+    """``crc_results``: crc path -> problem (None when it matched, "missing" when its file is gone)."""
+    findings = []
+    for path, problem in sorted(crc_results.items()):
+        if problem == "missing":
+            findings.append(
+                Finding(Severity.WARNING, path, "checksum file without its data file (stale); safe to delete")
+            )
+        elif problem:
+            findings.append(
+                Finding(
+                    Severity.ERROR,
+                    path,
+                    f"{problem}; Hadoop refuses to read the file: restore it from a savepoint, or delete the "
+                    ".crc if the file's content is known to be right",
+                )
+            )
+    return findings
+
+
+# 6. No append or restore of ours was interrupted.
+def interrupted_operations(root: str, has_append_journal: bool, has_restore_marker: bool) -> list[Finding]:
+    findings = []
+    if has_append_journal:
+        findings.append(
+            Finding(
+                Severity.ERROR,
+                f"{root}/_append_in_progress.json",
+                "an offset append was interrupted; run recover_incomplete_append (the next reset does it too) "
+                "before starting the query",
+            )
+        )
+    if has_restore_marker:
+        findings.append(
+            Finding(
+                Severity.ERROR,
+                f"{root}/_restore_in_progress.json",
+                "a restore into this location was interrupted; delete the directory and restore again",
+            )
+        )
+    return findings
