@@ -1,0 +1,1 @@
+"""Example jobs that run under the project's stream runtime (python -m or spark-submit)."""

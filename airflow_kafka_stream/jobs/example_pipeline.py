@@ -1,0 +1,134 @@
+"""Example pipeline: JSON events from Kafka to parquet, exactly once, poison pills to dead letters.
+
+Input records are ``{"id": "<unique>", "key": "<str>", "ts": "<iso time>", "amount": <number>}``.
+Every batch writes, replacing what an earlier attempt of the same batch wrote:
+
+* ``<output>/events/batch=<id>/``: one row per good input record with its topic,
+  partition and offset and the event fields (exactly once under replay: a
+  re-run batch overwrites its own directory);
+* ``<output>/per_key_minute/batch=<id>/``: amount and count per key and minute
+  within the batch (sum over batches for totals);
+* dead letters (``--dead-letter``, default ``<home>/dead_letters``): records that are
+  not such JSON, with topic, partition, offset, raw value, error and time.
+
+Run it::
+
+    python -m airflow_kafka_stream.jobs.example_pipeline --home /data/jobs/orders \\
+        --bootstrap localhost:9092 --topic orders --group orders-job --output /data/orders
+
+or with ``spark-submit .../example_pipeline.py --home ...``. Stop it with
+``airflow-kafka-stream stop`` (or SIGTERM): it finishes the running batch, exits 0
+and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from airflow_kafka_stream.spark.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
+from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+
+
+def event_schema():
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+    return StructType([
+        StructField("id", StringType()),
+        StructField("key", StringType()),
+        StructField("ts", TimestampType()),
+        StructField("amount", DoubleType()),
+    ])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="example_pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True, help="job home directory or URL")
+    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, host:port[,host:port]")
+    parser.add_argument("--topic", required=True, action="append", help="topic to read (repeat for several)")
+    parser.add_argument("--group", required=True, help="consumer group the batch offsets are committed to")
+    parser.add_argument("--output", required=True, help="output directory or URL")
+    parser.add_argument("--dead-letter", help="dead-letter directory or kafka://<topic> (default <home>/dead_letters)")
+    parser.add_argument("--job-name", help="name shown in the status (default: last part of --home)")
+    parser.add_argument("--starting-offsets", default="earliest",
+                        help="earliest, latest, group or offsets JSON; used only on a fresh checkpoint")
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="upper bound on records per batch")
+    parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
+    parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
+    parser.add_argument("--drain-timeout-seconds", type=float, default=300.0)
+    parser.add_argument("--cores", default="2", help="local[N] cores when not run by spark-submit")
+    return parser.parse_args(argv)
+
+
+def spark_session(cores: str):
+    """The spark-submit session when launched by spark-submit, else a local one."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark.sql import SparkSession
+
+        from airflow_kafka_stream.spark.source import register
+
+        spark = SparkSession.builder.appName("example_pipeline").getOrCreate()
+        register(spark)
+        return spark
+    from airflow_kafka_stream.spark.session import local_session
+
+    return local_session("example_pipeline", cores=cores)
+
+
+def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSink):
+    """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside."""
+    from pyspark.sql import functions as F
+
+    output = output.rstrip("/")
+    schema = event_schema()
+
+    def write(batch_df, batch_id: int) -> None:
+        parsed = parse_json_values(batch_df, schema, required=("id",)).persist()
+        try:
+            good, bad = split_dead_letters(parsed)
+            events = good.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
+                                 "parsed.id", "parsed.key", "parsed.ts", "parsed.amount")
+            events.write.mode("overwrite").parquet(f"{output}/events/batch={batch_id}")
+            per_minute = (events.where(F.col("ts").isNotNull())
+                          .groupBy("key", F.date_trunc("minute", "ts").alias("minute"))
+                          .agg(F.sum("amount").alias("amount"), F.count(F.lit(1)).alias("events")))
+            per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/batch={batch_id}")
+            runtime.add_dead_letters(dead_letters.write(bad, batch_id))
+        finally:
+            parsed.unpersist()
+
+    return write
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    config = StreamConfig(
+        job_name=args.job_name or args.home.rstrip("/").rsplit("/", 1)[-1],
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        topics=[t for spec in args.topic for t in spec.split(",") if t],
+        starting_offsets=args.starting_offsets,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        heartbeat_seconds=args.heartbeat_seconds,
+        drain_timeout_seconds=args.drain_timeout_seconds,
+    )
+    spark = spark_session(args.cores)
+    runtime = StreamRuntime(spark, args.home, config)
+    dead_letters = DeadLetterSink.from_url(args.dead_letter or f"{runtime.home.url}/dead_letters",
+                                           config.client_config())
+    writer = runtime.read_stream().writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
+    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
+        processingTime=args.trigger_interval)
+    result = runtime.run(writer, query_name=config.job_name)
+    print(f"example_pipeline {result.summary()}", flush=True)
+    spark.stop()
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

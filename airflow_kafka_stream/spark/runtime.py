@@ -1,0 +1,519 @@
+"""Run a Spark Structured Streaming query that reads Kafka under this project's control.
+
+What a user's job gets by running its query through :class:`StreamRuntime`:
+
+* the checkpoint lives in the job home's current generation (``0001`` is made on
+  first start), and the query starts where that generation says;
+* after every batch Spark has committed (``commits/N`` written) its end offsets
+  are committed to the consumer group, and once more when the query ends;
+* ``<home>/status.json`` is rewritten after every batch and every few seconds;
+* a stop request (``<home>/control/stop``, or SIGTERM) drains the query: the
+  source plans no new batch, the running one finishes and commits, then the
+  query stops and the job exits 0 with status STOPPED.
+
+A job stays short::
+
+    runtime = StreamRuntime(spark, home_url, StreamConfig(job_name="orders", ...))
+    events = runtime.read_stream()
+    writer = events.selectExpr(...).writeStream.foreachBatch(write)
+    sys.exit(runtime.run(writer).exit_code)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
+from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError
+from airflow_kafka_stream.spark import status as st
+from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
+from airflow_kafka_stream.storage.files import read_json
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+log = logging.getLogger(__name__)
+
+SOURCE_FORMAT = "kafka_stream"
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+@dataclass
+class StreamConfig:
+    """What the runtime needs to know about the job; secrets go in ``kafka_options`` only.
+
+    ``kafka_options`` are librdkafka settings without the ``kafka.`` prefix (they
+    reach the source as ``kafka.<name>`` and the group committer as they are);
+    ``source_options`` are further options of the ``kafka_stream`` source.
+    """
+
+    job_name: str
+    bootstrap_servers: str
+    group_id: str
+    topics: list[str] = field(default_factory=list)
+    subscribe_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+    source_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    heartbeat_seconds: float = 5.0
+    stop_poll_seconds: float = 0.5
+    drain_timeout_seconds: float = 300.0
+    final_commit_timeout_seconds: float = 15.0
+
+    def validate(self) -> None:
+        if not self.job_name:
+            raise InvalidInputError("the job needs a name (StreamConfig.job_name); it appears in the status file")
+        if not self.bootstrap_servers:
+            raise InvalidInputError("bootstrap servers are required: pass --bootstrap host:9092")
+        if not self.group_id:
+            raise InvalidInputError("a consumer group is required for offset commits: pass --group NAME")
+        if bool(self.topics) == bool(self.subscribe_pattern):
+            raise InvalidInputError("give exactly one of topics (--topic NAME) or a subscribe pattern")
+        if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
+            raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
+
+    def client_config(self) -> dict[str, Any]:
+        return {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: what the job prints on stop and what its exit code is."""
+
+    state: str
+    exit_code: int
+    batches: int
+    records: int
+    last_batch_id: int | None
+    last_offsets: dict | None
+    error: str | None = None
+
+    def summary(self) -> str:
+        text = (f"{self.state}: {self.batches} batches, {self.records} records this run; "
+                f"last committed batch {self.last_batch_id}, offsets {json.dumps(self.last_offsets)}")
+        return f"{text}; error: {self.error}" if self.error else text
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def offsets_equal(left: Any, right: Any) -> bool:
+    """Compare two Spark offsets JSON values as mappings (spacing and order do not matter)."""
+    try:
+        return left is not None and right is not None and parse_offsets_json(left) == parse_offsets_json(right)
+    except (CheckpointFormatError, TypeError):
+        return False
+
+
+def batch_end_offsets(sources: list[Any]) -> PartitionOffsets | None:
+    """The Kafka end offsets of one batch from its progress's sources (None if no Kafka source)."""
+    merged: PartitionOffsets = {}
+    found = False
+    for source in sources:
+        end = getattr(source, "endOffset", None)
+        if not end:
+            continue
+        try:
+            merged.update(parse_offsets_json(end))
+            found = True
+        except CheckpointFormatError:
+            continue  # not a Kafka source (e.g. a rate source joined in)
+    return merged if found else None
+
+
+def checkpoint_position(fs, checkpoint: str) -> tuple[int | None, PartitionOffsets | None, bool]:
+    """Last committed batch id, its Kafka offsets, and whether a later batch is in flight.
+
+    Costs two listings and one read whatever the number of retained batches.
+    """
+
+    def ids(directory: str) -> set[int]:
+        try:
+            names = fs.ls(f"{checkpoint}/{directory}", detail=False)
+        except FileNotFoundError:
+            return set()
+        base = (name.rstrip("/").rsplit("/", 1)[-1] for name in names)
+        return {int(name) for name in base if name.isdigit()}
+
+    offsets, commits = ids("offsets"), ids("commits")
+    committed = max(offsets & commits, default=None)
+    in_flight = any(batch > committed for batch in offsets) if committed is not None else bool(offsets)
+    if committed is None:
+        return None, None, in_flight
+    lines = fs.cat_file(f"{checkpoint}/offsets/{committed}").decode().splitlines()
+    for line in lines[2:]:
+        try:
+            return committed, parse_offsets_json(line), in_flight
+        except CheckpointFormatError:
+            continue
+    return committed, None, in_flight
+
+
+class _BatchListener:
+    """Receives Spark's progress events (after ``commits/N`` is written) for one query."""
+
+    def __init__(self, on_batch: Callable[[Any], None]):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        outer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):  # noqa: N802 - Spark's API
+                pass
+
+            def onQueryProgress(self, event):  # noqa: N802
+                progress = event.progress
+                if outer.query_id is not None and str(progress.id) != outer.query_id:
+                    return
+                # Only executed batches time "commitOffsets", the write of commits/N.
+                if "commitOffsets" not in (progress.durationMs or {}):
+                    return
+                try:
+                    on_batch(progress)
+                except Exception:  # a listener error must never disturb Spark's listener bus
+                    log.exception("handling progress of batch %s failed", progress.batchId)
+
+            def onQueryIdle(self, event):  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event):  # noqa: N802
+                pass
+
+        self.query_id: str | None = None
+        self.listener = Listener()
+
+
+class StreamRuntime:
+    """Runs one streaming query for a job home: generations, commits, status, graceful stop."""
+
+    def __init__(self, spark, home_url: str, config: StreamConfig):
+        config.validate()
+        self.spark = spark
+        self.config = config
+        self.home = JobHome(home_url, config.storage_options)
+        self._lock = threading.Lock()
+        self._state = st.STARTING
+        self._started_at = utc_now()
+        self._stopped_at: datetime | None = None
+        self._error: str | None = None
+        self._query = None
+        self._batches = 0
+        self._records = 0
+        self._last_batch_id: int | None = None
+        self._last_offsets: PartitionOffsets | None = None
+        self._dead_letters = 0
+        self._stop_requested_at: str | None = None
+        self._stop_requested_by: str | None = None
+        self._signalled = 0
+        self._wake_status = threading.Event()
+        self._status_thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._prepared = False
+        self.generation: int | None = None
+        self.checkpoint_location: str | None = None
+        self.starting_offsets: str = config.starting_offsets
+        self.committer = GroupCommitter(KafkaGroupCommit(config.client_config(), config.group_id))
+
+    # -- preparing ------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat."""
+        if self._prepared:
+            return
+        self._prepared = True
+        self.generation, self.starting_offsets = self._choose_generation()
+        self.checkpoint_location = self.home.checkpoint_url(self.generation)
+        committed, offsets, _ = checkpoint_position(self.home.fs, self.home.p("checkpoints", f"{self.generation:04d}"))
+        self._last_batch_id, self._last_offsets = committed, offsets
+        self._clear_stale_control_files()
+        log.info("job %s: generation %04d at %s, %s", self.config.job_name, self.generation,
+                 self.checkpoint_location,
+                 f"resuming after batch {committed}" if committed is not None else f"starting at {self.starting_offsets}")
+        self.committer.start()
+        self._status_thread = threading.Thread(target=self._heartbeat_loop, name="status-heartbeat", daemon=True)
+        self._status_thread.start()
+
+    def _choose_generation(self) -> tuple[int, str]:
+        gen = self.home.current_generation()
+        if gen is None:
+            given = self.config.starting_offsets
+            try:
+                recorded: Any = json.loads(given)
+            except ValueError:
+                recorded = given
+            gen, _ = self.home.new_generation("submit", start_offsets=recorded)
+            return gen, given
+        info = self.home.generation_info(gen) or {}
+        start = info.get("start_offsets")
+        if info.get("reason") != "submit" and isinstance(start, Mapping):
+            # The control plane made this generation to start at given offsets (restore, reset).
+            return gen, json.dumps(start, separators=(",", ":"), sort_keys=True)
+        return gen, self.config.starting_offsets
+
+    def _clear_stale_control_files(self) -> None:
+        """A stop request or drain answer left by an earlier run must not stop this one."""
+        for name in ("stop", "drained.json"):
+            path = self.home.p("control", name)
+            if self.home.fs.exists(path):
+                log.warning("removing %s left by an earlier run of job %s", name, self.config.job_name)
+                self.home.fs.rm(path)
+
+    # -- the source -----------------------------------------------------------------------------
+    def source_options(self) -> dict[str, str]:
+        """Options for the ``kafka_stream`` source, including the drain handshake path."""
+        self.prepare()
+        options: dict[str, str] = {f"kafka.{k}": str(v) for k, v in self.config.client_config().items()}
+        if self.config.topics:
+            options["subscribe"] = ",".join(self.config.topics)
+        else:
+            options["subscribePattern"] = str(self.config.subscribe_pattern)
+        options["startingOffsets"] = self.starting_offsets
+        if self.config.max_offsets_per_trigger:
+            options["maxOffsetsPerTrigger"] = str(self.config.max_offsets_per_trigger)
+        options.update({k: str(v) for k, v in self.config.source_options.items()})
+        options["drainPath"] = self.home.control_url
+        return options
+
+    def read_stream(self):
+        """A streaming DataFrame of the job's topics (Spark Kafka source columns)."""
+        return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
+
+    def add_dead_letters(self, count: int) -> None:
+        """Count records sent to the dead-letter destination (shown in the status)."""
+        with self._lock:
+            self._dead_letters += count
+
+    # -- running --------------------------------------------------------------------------------
+    def run(self, writer, query_name: str | None = None) -> RunResult:
+        """Start the query from ``writer`` (a DataStreamWriter) and supervise it until it ends."""
+        self.prepare()
+        batch_listener = _BatchListener(self._on_batch)
+        self.spark.streams.addListener(batch_listener.listener)
+        previous_handler = self._install_sigterm_handler()
+        graceful = False
+        try:
+            if query_name:
+                writer = writer.queryName(query_name)
+            self._query = writer.option("checkpointLocation", self.checkpoint_location).start()
+            batch_listener.query_id = str(self._query.id)
+            self._set_state(st.RUNNING)
+            graceful = self._supervise()
+        except Exception as exc:  # noqa: BLE001 - recorded as FAILED, re-raised below only if not a query error
+            self._error = f"{type(exc).__name__}: {exc}"[:2000]
+            log.error("job %s failed: %s", self.config.job_name, self._error)
+        finally:
+            if self._query is not None and self._query.isActive:
+                self._query.stop()
+            self._restore_sigterm_handler(previous_handler)
+            self._remove_listener(batch_listener.listener)
+        return self._finish(graceful)
+
+    def _supervise(self) -> bool:
+        """Watch the query and the stop request; True when it stopped gracefully."""
+        query = self._query
+        drain_deadline: float | None = None
+        while query.isActive:
+            if self._signalled > 1:
+                log.warning("second SIGTERM: stopping job %s now, the running batch is cancelled",
+                            self.config.job_name)
+                query.stop()
+                return False
+            if drain_deadline is None and self._stop_requested():
+                drain_deadline = time.monotonic() + self.config.drain_timeout_seconds
+                self._set_state(st.DRAINING)
+                log.info("job %s: stop requested by %s, draining", self.config.job_name, self._stop_requested_by)
+            if drain_deadline is not None:
+                if self._drained():
+                    query.stop()
+                    return True
+                if time.monotonic() > drain_deadline:
+                    query.stop()
+                    raise TimeoutError(
+                        f"the query did not drain within {self.config.drain_timeout_seconds:.0f}s of the stop "
+                        f"request (no {self.home.control_url}/drained.json matching the last committed batch); "
+                        "it was stopped mid-batch and resumes from its checkpoint on restart. Check that the "
+                        f"source is {SOURCE_FORMAT} with option drainPath, or raise the drain timeout"
+                    )
+            time.sleep(self.config.stop_poll_seconds)
+        exc = query.exception()
+        if exc is not None:
+            raise RuntimeError(f"the streaming query failed: {exc}")
+        return drain_deadline is not None
+
+    def _stop_requested(self) -> bool:
+        if self._signalled and not self.home.stop_requested():
+            self.home.request_stop("SIGTERM")
+        if not self.home.stop_requested():
+            return False
+        request = read_json(self.home.fs, self.home.p("control", "stop")) or {}
+        self._stop_requested_at = request.get("requested_at") or utc_now().isoformat()
+        self._stop_requested_by = request.get("by") or "unknown"
+        return True
+
+    def _drained(self) -> bool:
+        """The source answered "no new data" and every batch it planned has been committed."""
+        try:
+            drained = read_json(self.home.fs, self.home.p("control", "drained.json"))
+        except (ValueError, UnicodeDecodeError):
+            return False  # being written on a filesystem without atomic rename; look again
+        if not drained or "offsets" not in drained:
+            return False
+        with self._lock:
+            last = self._last_offsets
+        if last is not None and offsets_equal(to_nested(last), drained["offsets"]):
+            return True
+        # The listener may lag behind Spark, or no batch ran in this run: ask the checkpoint.
+        committed, offsets, in_flight = checkpoint_position(self.home.fs, self.home.p(
+            "checkpoints", f"{self.generation:04d}"))
+        if in_flight:
+            return False
+        if committed is None:
+            return True  # no batch has ever run: nothing to finish
+        if offsets is not None and offsets_equal(to_nested(offsets), drained["offsets"]):
+            self._record_batch(committed, offsets, records=0, counted=False)
+            return True
+        return False
+
+    def _on_batch(self, progress) -> None:
+        offsets = batch_end_offsets(progress.sources)
+        if offsets is None:
+            log.warning("batch %s has no Kafka offsets in its progress; nothing to commit", progress.batchId)
+            return
+        self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
+
+    def _record_batch(self, batch_id: int, offsets: PartitionOffsets, records: int, counted: bool = True) -> None:
+        with self._lock:
+            if self._last_batch_id is not None and batch_id < self._last_batch_id:
+                return
+            self._last_batch_id, self._last_offsets = batch_id, offsets
+            if counted:
+                self._batches += 1
+                self._records += records
+        self.committer.submit(batch_id, offsets)
+        self._wake_status.set()
+
+    def _finish(self, graceful: bool) -> RunResult:
+        with self._lock:
+            batch_id, offsets = self._last_batch_id, self._last_offsets
+        if batch_id is not None and offsets is not None:
+            self.committer.submit(batch_id, offsets)
+        if not self.committer.close(self.config.final_commit_timeout_seconds):
+            log.warning("the final group commit of batch %s did not complete: %s", batch_id,
+                        self.committer.last_error)
+        failed = self._error is not None
+        self._stopped_at = utc_now()
+        self._state = st.FAILED if failed else st.STOPPED
+        self._closing.set()
+        self._wake_status.set()
+        if self._status_thread is not None:
+            self._status_thread.join(10)
+        self._write_status()
+        if graceful and not failed:
+            self.home.clear_stop_request()
+        result = RunResult(
+            state=self._state,
+            exit_code=EXIT_FAILED if failed else EXIT_OK,
+            batches=self._batches,
+            records=self._records,
+            last_batch_id=batch_id,
+            last_offsets=to_nested(offsets) if offsets else None,
+            error=self._error,
+        )
+        log.info("job %s %s", self.config.job_name, result.summary())
+        return result
+
+    # -- signals and listeners ------------------------------------------------------------------
+    def _install_sigterm_handler(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigterm(signum, frame):
+            self._signalled += 1
+
+        return signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _restore_sigterm_handler(self, previous) -> None:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)
+
+    def _remove_listener(self, listener) -> None:
+        try:
+            self.spark.streams.removeListener(listener)
+        except Exception as exc:  # noqa: BLE001 - the session may already be gone
+            log.debug("removing the progress listener failed: %s", exc)
+
+    # -- status -----------------------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        with self._lock:
+            self._state = state
+        self._wake_status.set()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._closing.is_set():
+            try:
+                self._write_status()
+            except Exception as exc:  # noqa: BLE001 - a storage hiccup must not kill the heartbeat
+                log.warning("writing the status of job %s failed: %s", self.config.job_name, exc)
+            self._wake_status.wait(self.config.heartbeat_seconds)
+            self._wake_status.clear()
+
+    def status(self) -> dict[str, Any]:
+        """The status document as it would be written now."""
+        now = utc_now()
+        query = self._query
+        with self._lock:
+            doc = {
+                "job": self.config.job_name,
+                "state": self._state,
+                "application_id": _application_id(self.spark),
+                "query_id": str(query.id) if query is not None else None,
+                "run_id": str(query.runId) if query is not None else None,
+                "generation": self.generation,
+                "checkpoint": self.checkpoint_location,
+                "group": self.config.group_id,
+                "last_batch_id": self._last_batch_id,
+                "last_offsets": to_nested(self._last_offsets) if self._last_offsets else None,
+                "batches_this_run": self._batches,
+                "records_this_run": self._records,
+                "dead_letters": self._dead_letters,
+                "heartbeat": now.isoformat(),
+                "heartbeat_epoch": now.timestamp(),
+                "heartbeat_interval_seconds": self.config.heartbeat_seconds,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started_at": self._started_at.isoformat(),
+                "stopped_at": self._stopped_at.isoformat() if self._stopped_at else None,
+                "stop_requested_at": self._stop_requested_at,
+                "stop_requested_by": self._stop_requested_by,
+                "error": self._error,
+            }
+        doc["group_commits"] = self.committer.stats()
+        return doc
+
+    def _write_status(self) -> None:
+        st.write_status(self.home.url, self.status(), self.config.storage_options)
+
+
+def _application_id(spark) -> str | None:
+    try:
+        return spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no SparkContext
+        return None
+
+
+def run_stream(spark, home_url: str, config: StreamConfig,
+               build: Callable[[Any, StreamRuntime], Any], query_name: str | None = None) -> RunResult:
+    """Read the job's topics, let ``build(df, runtime)`` return a DataStreamWriter, run it."""
+    runtime = StreamRuntime(spark, home_url, config)
+    return runtime.run(build(runtime.read_stream(), runtime), query_name=query_name)
