@@ -94,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-state", action="store_true",
                    help="start a new checkpoint generation at the targets, dropping operator state")
     p.add_argument("--sink-path", help="the file sink's output directory, to keep its _spark_metadata log whole")
+    p.add_argument("--allow-sink-batch-log", action="store_true",
+                   help="with --drop-state: proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_reset)
 
     p = sub.add_parser("stop", help="ask the running job to stop after its current batch, and wait")
@@ -171,7 +173,7 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     ctx = _context(args)
     if args.action == "fsck":
         report = inspect.fsck(ctx)
-        _emit(args, report.to_dict(), report.to_text())
+        _emit(args, inspect.fsck_dict(report), report.render())
         return EXIT_OK if report.ok else EXIT_PROBLEMS
     position = inspect.position(ctx)
     _emit(args, inspect.position_dict(position), inspect.position_text(position))
@@ -191,15 +193,16 @@ def _cmd_reset(args: argparse.Namespace) -> int:
 
     ctx = _context(args)
     request = reset.request_from_args(args)
-    plan = reset.plan(ctx, request)
-    if args.export:
-        reset.export_csv(plan, args.export)
     if not args.execute:
+        plan = reset.plan(ctx, request)
+        if args.export:
+            reset.export_csv(plan, args.export)
         _emit(args, reset.plan_dict(plan), reset.plan_text(plan) + "\n\nDry run: nothing changed. "
               "Run again with --execute to apply this plan.")
         return EXIT_OK
-    outcome = reset.execute(ctx, request, plan, drop_state=args.drop_state, sink_path=args.sink_path)
-    _emit(args, outcome, reset.outcome_text(outcome))
+    outcome = reset.execute(ctx, request, drop_state=args.drop_state, sink_path=args.sink_path,
+                            allow_sink_batch_log=args.allow_sink_batch_log, export=args.export)
+    _emit(args, outcome, outcome["plan_table"] + "\n\n" + reset.outcome_text(outcome))
     return EXIT_OK if outcome.get("verified", True) else EXIT_PROBLEMS
 
 

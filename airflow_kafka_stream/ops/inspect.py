@@ -1,0 +1,89 @@
+"""Inspect a checkpoint: its position (cheap) and a full consistency check (fsck)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
+from airflow_kafka_stream.core.checkpoint_fsck import FsckReport
+from airflow_kafka_stream.core.offsets import to_nested
+from airflow_kafka_stream.errors import CheckpointFormatError
+from airflow_kafka_stream.ops.context import JobContext
+
+
+def position(ctx: JobContext) -> CheckpointPosition:
+    return read_position(ctx.checkpoint_url, ctx.storage_options)
+
+
+def fsck(ctx: JobContext) -> FsckReport:
+    return fsck_checkpoint(ctx.checkpoint_url, ctx.storage_options)
+
+
+def fsck_dict(report: FsckReport) -> dict[str, Any]:
+    return {"checkpoint": report.url, "ok": report.ok,
+            "findings": [{"severity": f.severity.value, "path": f.path, "message": f.message}
+                         for f in report.findings]}
+
+
+def kafka_offsets(pos: CheckpointPosition, index: int = 0) -> dict[str, dict[str, int]] | None:
+    """The committed batch's Kafka offsets in Spark's nested shape, or None if not Kafka-shaped."""
+    if pos.offsets is None:
+        return None
+    try:
+        return to_nested(pos.source_offsets(index))
+    except CheckpointFormatError:
+        return None
+
+
+def _time(ms: int | None) -> str | None:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat() if ms else None
+
+
+def position_dict(pos: CheckpointPosition) -> dict[str, Any]:
+    in_flight = None
+    if pos.in_flight_batch_id is not None:
+        try:
+            flight_offsets = to_nested(pos.in_flight_offsets.source_offsets(0)) if pos.in_flight_offsets else None
+        except CheckpointFormatError:
+            flight_offsets = None
+        in_flight = {"batch_id": pos.in_flight_batch_id, "offsets": flight_offsets}
+    return {
+        "checkpoint": pos.url,
+        "query_id": pos.query_id,
+        "batch_id": pos.batch_id,
+        "offsets": kafka_offsets(pos),
+        "sources": list(pos.offsets.source_lines) if pos.offsets else [],
+        "batch_watermark_ms": pos.watermark_ms,
+        "batch_time": _time(pos.timestamp_ms),
+        "in_flight": in_flight,
+        "stateful": pos.stateful,
+        "state_store_provider": pos.state_store_provider,
+        "stateful_operators": [op.__dict__ for op in pos.stateful_operators],
+        "interrupted_append": pos.incomplete_append,
+    }
+
+
+def position_text(pos: CheckpointPosition) -> str:
+    d = position_dict(pos)
+    lines = [
+        f"checkpoint      {d['checkpoint']}",
+        f"query id        {d['query_id']}",
+        f"last committed  batch {d['batch_id'] if d['batch_id'] is not None else '(none yet)'}"
+        + (f" at {d['batch_time']}" if d["batch_time"] else ""),
+        f"watermark       {d['batch_watermark_ms']}",
+        f"state           {'stateful, ' + str(d['state_store_provider']) if d['stateful'] else 'stateless'}",
+    ]
+    if d["in_flight"]:
+        lines.append(f"IN FLIGHT       batch {d['in_flight']['batch_id']} (planned, not committed: Spark re-runs it)")
+    if d["interrupted_append"] is not None:
+        lines.append(f"INTERRUPTED     offset append of batch {d['interrupted_append']}: run the reset again")
+    offsets = d["offsets"] or {}
+    if offsets:
+        lines.append("")
+        lines.append(f"{'TOPIC':<30} {'PARTITION':>9} {'NEXT OFFSET':>12}")
+        for topic, parts in offsets.items():
+            for part, off in parts.items():
+                lines.append(f"{topic:<30} {part:>9} {off:>12}")
+    return "\n".join(lines)

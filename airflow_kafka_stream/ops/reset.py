@@ -1,0 +1,232 @@
+"""Reset a job's offsets: checkpoint and consumer group together, never while the job runs.
+
+observe → decide → act: the plan is computed from the checkpoint's position,
+the group's offsets and the topic watermarks (a dry run stops there); execute
+re-plans under the job lock, checks every precondition before changing
+anything, appends a batch to the checkpoint (or starts a new checkpoint
+generation when state is dropped), then moves the group, then verifies both.
+The checkpoint is the truth the job resumes from, so it moves first; if the
+group cannot follow, the error says how to align it (`reset --to-current`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
+from airflow_kafka_stream.checkpoint.savepoints import read_manifest, sink_batch_log
+from airflow_kafka_stream.checkpoint.writer import append_batch
+from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
+from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested, topics_of
+from airflow_kafka_stream.core.reset_plan import ResetPlan, ResetStrategy, parse_scope, parse_strategy
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError, KafkaAccessError
+from airflow_kafka_stream.kafka.control_inputs import plan_job_reset
+from airflow_kafka_stream.kafka.groups import alter_group_offsets
+from airflow_kafka_stream.kafka.metadata import committed_offsets
+from airflow_kafka_stream.ops.context import JobContext
+from airflow_kafka_stream.ops.guard import ensure_not_running
+from airflow_kafka_stream.ops.inspect import position
+from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.storage.files import url_to_fs
+
+log = logging.getLogger(__name__)
+
+#: CLI flag -> strategy name understood by core.reset_plan.parse_strategy.
+_FLAGS = {
+    "to_current": "to-current", "to_offset": "to-offset", "to_datetime": "to-datetime",
+    "to_earliest": "to-earliest", "to_latest": "to-latest", "shift_by": "shift-by",
+    "by_duration": "by-duration", "from_file": "from-file", "to_savepoint": "to-savepoint",
+}
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    """What the user asked for, before anything is looked up."""
+
+    strategy: str
+    value: str | None = None
+    scope: list[str] = field(default_factory=list)
+    timezone: str | None = None
+    strict: bool = False
+
+
+def request_from_args(args: argparse.Namespace) -> ResetRequest:
+    for attr, name in _FLAGS.items():
+        value = getattr(args, attr, None)
+        if value is not None and value is not False:
+            return ResetRequest(name, None if value is True else str(value), list(args.topic or []),
+                                args.timezone, bool(args.strict))
+    raise InvalidInputError("choose a reset strategy, e.g. --to-current or --to-datetime 2026-11-22T10:00:00Z")
+
+
+def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> ResetStrategy:
+    """Turn the request into a strategy, reading a CSV file or a savepoint manifest where asked."""
+    if request.strategy == "to-savepoint":
+        if ctx.home is None:
+            raise InvalidInputError("--to-savepoint needs --job-home (savepoints live in the job home)")
+        manifest = read_manifest(ctx.home.savepoint_url(request.value or ""), ctx.storage_options)
+        return ResetStrategy.to_recorded(manifest.source_offsets(0), label=f"savepoint {manifest.savepoint_id}")
+    value = request.value
+    if request.strategy == "from-file":
+        value = _read_text(value or "")
+    if request.strategy == "to-offset" and value and "=" in value:
+        value = _offset_assignments_json(value)
+    return parse_strategy(request.strategy, value, now=now, timezone=request.timezone)
+
+
+def _read_text(path: str) -> str:
+    try:
+        fs, p = url_to_fs(path)
+        return fs.cat_file(p).decode("utf-8")
+    except FileNotFoundError as exc:
+        raise InvalidInputError(f"reset file {path} does not exist; pass the CSV written by --export") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"reset file {path} is not UTF-8 text; pass a CSV topic,partition,offset") from exc
+
+
+def _offset_assignments_json(text: str) -> str:
+    """`t:0=5,t:1=7` → `{"t":{"0":5,"1":7}}` (validated later by the strategy parser)."""
+    import json
+
+    nested: dict[str, dict[str, Any]] = {}
+    for item in text.split(","):
+        left, _, offset = item.strip().partition("=")
+        topic, _, part = left.rpartition(":")
+        if not topic or not part.strip().isdigit() or not offset.strip().lstrip("-").isdigit():
+            raise InvalidInputError(
+                f"--to-offset item {item.strip()!r} is not TOPIC:PARTITION=OFFSET; e.g. orders:0=42,orders:1=40"
+            )
+        nested.setdefault(topic, {})[part.strip()] = int(offset)
+    return json.dumps(nested)
+
+
+def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
+         pos: CheckpointPosition | None = None) -> ResetPlan:
+    """The reset plan (observes only; changes nothing)."""
+    now = now or datetime.now(UTC)
+    strategy = build_strategy(ctx, request, now)
+    scope = parse_scope(request.scope or None)
+    pos = pos or position(ctx)
+    checkpoint_offsets = pos.source_offsets(0)
+    topics = sorted(set(ctx.topics) | set(topics_of(checkpoint_offsets)))
+    return plan_job_reset(ctx.require_kafka(), ctx.group, checkpoint_offsets, topics, strategy, scope,
+                          strict=request.strict)
+
+
+def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_path: str | None,
+               allow_sink_batch_log: bool) -> None:
+    """Every reason to refuse, checked before anything changes."""
+    ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
+    if pos.incomplete_append is not None:
+        log.warning("an earlier reset of batch %s was interrupted; it is completed or rolled back first",
+                    pos.incomplete_append)
+    if pos.in_flight_batch_id is not None:
+        raise JobStateError(
+            f"{pos.url}: batch {pos.in_flight_batch_id} is in flight (planned, not committed); the job is running "
+            "or was killed mid-batch. Start it and stop it gracefully, then reset"
+        )
+    if drop_state:
+        if ctx.home is None:
+            raise InvalidInputError("--drop-state starts a new checkpoint generation: it needs --job-home")
+        if sink_path and sink_batch_log(sink_path, ctx.storage_options) and not allow_sink_batch_log:
+            raise JobStateError(
+                f"the sink at {sink_path} keeps its own batch log (_spark_metadata) keyed by batch id; a new "
+                "checkpoint restarts batch ids at 0 and the file sink would silently skip those batches. "
+                "Write to a new output path, or pass --allow-sink-batch-log if you accept that"
+            )
+        return
+    if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
+        raise JobStateError(
+            f"{pos.url} is stateful with state store {pos.state_store_provider or 'unknown'}: its state cannot be "
+            "carried to a new batch safely. Use --drop-state to start a new checkpoint generation at the targets "
+            "(operator state is dropped)"
+        )
+
+
+def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, sink_path: str | None = None,
+            allow_sink_batch_log: bool = False, export: str | None = None, now: datetime | None = None,
+            by: str | None = None) -> dict[str, Any]:
+    """Apply a reset to checkpoint and group; returns what was done, including the verification."""
+    if ctx.home is None:
+        raise InvalidInputError("--execute needs --job-home: the job home holds the lock and the running status")
+    args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
+            "drop_state": drop_state, "sink_path": sink_path}
+    with recorded_operation(ctx.home, "reset", args, by=by) as record:
+        pos = position(ctx)
+        the_plan = plan(ctx, request, now, pos)
+        record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,
+                            "offsets": to_nested(pos.source_offsets(0))}
+        _preflight(ctx, pos, drop_state, sink_path, allow_sink_batch_log)
+        targets = the_plan.checkpoint_offsets()
+        if not targets:
+            raise InvalidInputError("the plan has no partitions to reset; check --topic and the job's topics")
+        if export:
+            export_csv(the_plan, export)
+        outcome: dict[str, Any] = {"plan": the_plan.to_dict(), "plan_table": the_plan.to_table(),
+                                   "targets": to_nested(targets)}
+        if drop_state:
+            gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
+            outcome.update(generation=gen, checkpoint=url, batch_id=None)
+        else:
+            appended = append_batch(ctx.checkpoint_url, targets, sink_metadata_path=sink_path,
+                                    storage_options=ctx.storage_options)
+            outcome.update(checkpoint=ctx.checkpoint_url, batch_id=appended.batch_id)
+        record["after"] = outcome
+        outcome["group"] = _move_group(ctx, targets)
+        outcome["verified"], outcome["verification"] = _verify(ctx, targets, drop_state)
+        return outcome
+
+
+def _move_group(ctx: JobContext, targets: PartitionOffsets) -> dict[str, Any]:
+    if not ctx.group:
+        return {"moved": False, "reason": "no consumer group known for this job"}
+    try:
+        alter_group_offsets(ctx.require_kafka(), ctx.group, targets)
+    except (JobStateError, KafkaAccessError) as exc:
+        raise JobStateError(
+            f"the checkpoint was reset, but consumer group {ctx.group!r} could not follow: {exc}. The job will "
+            "resume at the new offsets; align the group once it is free with `airflow-kafka-stream reset "
+            "--to-current --execute`"
+        ) from exc
+    return {"moved": True, "group": ctx.group}
+
+
+def _verify(ctx: JobContext, targets: PartitionOffsets, drop_state: bool) -> tuple[bool, list[str]]:
+    """Re-read checkpoint and group and compare them with the targets."""
+    problems: list[str] = []
+    if not drop_state:
+        now_at = position(ctx).source_offsets(0)
+        problems += [f"checkpoint {tp}: {now_at.get(tp)} != {off}" for tp, off in targets.items()
+                     if now_at.get(tp) != off]
+    if ctx.group:
+        group = committed_offsets(ctx.require_kafka(), ctx.group, list(targets))
+        problems += [f"group {tp}: {group.get(tp)} != {off}" for tp, off in targets.items() if group.get(tp) != off]
+    return not problems, problems
+
+
+def export_csv(the_plan: ResetPlan, path: str) -> None:
+    fs, p = url_to_fs(path)
+    with fs.open(p, "w") as out:
+        out.write(the_plan.to_csv())
+
+
+def plan_dict(the_plan: ResetPlan) -> dict[str, Any]:
+    return the_plan.to_dict()
+
+
+def plan_text(the_plan: ResetPlan) -> str:
+    return the_plan.to_table()
+
+
+def outcome_text(outcome: dict[str, Any]) -> str:
+    where = (f"new checkpoint generation {outcome['generation']} ({outcome['checkpoint']}), operator state dropped"
+             if outcome.get("generation") else f"checkpoint batch {outcome['batch_id']} appended")
+    lines = [f"reset executed: {where}",
+             f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
+             "verified: checkpoint and group are at the targets" if outcome["verified"]
+             else "VERIFICATION FAILED:\n  " + "\n  ".join(outcome["verification"])]
+    return "\n".join(lines)
