@@ -7,6 +7,7 @@ contiguous (topic, partition, offsets) are built without touching each record.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import uuid
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
@@ -88,21 +89,22 @@ def records_to_batch(messages: list, topic: str, partition: int, schema: pa.Sche
     if last - first + 1 == count:
         offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
     else:  # compacted topic or transaction markers: offsets have gaps
-        offsets = pa.array([m.offset() for m in messages], pa.int64())
-    stamps = [m.timestamp() for m in messages]
-    kinds, millis = zip(*stamps, strict=True)
+        offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
+    stamps = list(map(Message.timestamp, messages))
+    millis = np.fromiter([s[1] for s in stamps], dtype=np.int64, count=count)
+    kinds = np.fromiter([s[0] for s in stamps], dtype=np.int32, count=count)
     columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array(list(map(Message.key, messages)), pa.binary()),
+        pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(topic, pa.string()), count),
         pa.array(np.full(count, partition, dtype=np.int32)),
         offsets,
         # Spark's microseconds; librdkafka's types 0/1/2 (none/create/log append) are Spark's -1/0/1.
-        pa.array(np.asarray(millis, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array(np.asarray(kinds, dtype=np.int32) - 1),
+        pa.array(millis * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(kinds - 1),
     ]
     if len(schema) == 8:
-        columns.append(pa.array([m.headers() for m in messages], HEADERS_TYPE))
+        columns.append(pa.array(list(map(Message.headers, messages)), HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
@@ -112,9 +114,14 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBa
         return
     schema = arrow_schema(options.include_headers)
     consumer = open_consumer(options)
+    # Millions of short-lived message objects would trigger the cyclic GC over and over; they hold no cycles.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         yield from _read(consumer, options, rng, schema)
     finally:
+        if collecting:
+            gc.enable()
         consumer.close()
 
 
@@ -135,7 +142,7 @@ def _read(consumer: Consumer, options: SourceOptions, rng: OffsetRange, schema: 
             continue
         last_progress = time.monotonic()
         records = messages
-        if any([m.error() is not None for m in messages]):
+        if any(map(Message.error, messages)):
             records = [m for m in messages if m.error() is None]
             for event in (m for m in messages if m.error() is not None):
                 if _end_of_partition(consumer, options, rng, event, position):

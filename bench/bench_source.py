@@ -1,0 +1,188 @@
+"""Throughput of the kafka_stream source against a plain consumer and Spark's rate source.
+
+Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measures rows/s of:
+  - kafka_stream -> noop sink (local mode, all cores, availableNow trigger);
+  - one confluent-kafka Consumer reading the same topic in this Python process;
+  - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
+Prints exactly two lines: ``source_vs_consumer: <ratio>`` and ``source_vs_rate: <ratio>``;
+details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
+
+    .venv/bin/python bench/bench_source.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
+PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
+VALUE = b"x" * 90
+
+
+def say(text: str, *args: object) -> None:
+    print(text % args if args else text, file=sys.stderr, flush=True)
+
+
+def load_topic(bootstrap: str, topic: str) -> None:
+    """Produce fast in big batches, then one single-record request per partition (tansu's watermark)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)]).values():
+        future.result(30)
+    time.sleep(0.5)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "batch.size": 4 * 1024 * 1024,
+            "queue.buffering.max.messages": 1_000_000,
+            "acks": 1,
+        }
+    )
+    bulk = RECORDS - PARTITIONS
+    started = time.monotonic()
+    for i in range(bulk):
+        key = b"%010d" % i
+        while True:
+            try:
+                producer.produce(topic, VALUE, key, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(300) == 0, "bulk load not delivered"
+    single = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for partition in range(PARTITIONS):
+        single.produce(topic, VALUE, b"last", partition=partition)
+        single.flush(30)
+    say("loaded %d records into %s in %.1fs", RECORDS, topic, time.monotonic() - started)
+
+
+def consumer_rate(bootstrap: str, topic: str) -> float:
+    """Messages/s of one plain consumer reading every partition from the beginning."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.min.messages": 500_000,
+        }
+    )
+    consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    count = 0
+    started = None
+    while count < RECORDS:
+        messages = consumer.consume(num_messages=20000, timeout=5.0)
+        if started is None and messages:
+            started = time.monotonic()
+        for message in messages:
+            if message.error() is None:
+                count += 1
+    elapsed = time.monotonic() - (started or time.monotonic())
+    consumer.close()
+    return count / elapsed
+
+
+def progress_rate(query) -> tuple[int, float]:
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    millis = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress if p["numInputRows"])
+    return rows, rows / (millis / 1000.0)
+
+
+def source_rate(spark, bootstrap: str, topic: str, checkpoints: str) -> float:
+    df = (
+        spark.readStream.format("kafka_stream")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    started = time.monotonic()
+    query = (
+        df.writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", f"{checkpoints}/source-{uuid.uuid4().hex[:6]}")
+        .start()
+    )
+    query.awaitTermination()
+    wall = time.monotonic() - started
+    rows, rate = progress_rate(query)
+    assert rows == RECORDS, f"source read {rows} rows, expected {RECORDS}"
+    say("kafka_stream: %d rows, %.0f rows/s in batches (%.1fs wall including query start)", rows, rate, wall)
+    return rate
+
+
+def rate_source_rate(spark, checkpoints: str) -> float:
+    from pyspark.sql import functions as F
+
+    parallelism = spark.sparkContext.defaultParallelism
+    df = (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", RECORDS // 4)
+        .option("numPartitions", parallelism)
+        .load()
+        .select(
+            F.format_string("%010d", "value").cast("binary").alias("key"),
+            F.lit(VALUE).alias("value"),
+            F.lit("bench").alias("topic"),
+            (F.col("value") % PARTITIONS).cast("int").alias("partition"),
+            F.col("value").alias("offset"),
+            F.col("timestamp"),
+            F.lit(0).alias("timestampType"),
+        )
+    )
+    query = (
+        df.writeStream.format("noop")
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", f"{checkpoints}/rate-{uuid.uuid4().hex[:6]}")
+        .start()
+    )
+    while sum(p["numInputRows"] for p in query.recentProgress) < RECORDS:
+        time.sleep(0.2)
+    query.stop()
+    rows, rate = progress_rate(query)
+    say("rate source: %d rows, %.0f rows/s", rows, rate)
+    return rate
+
+
+def main() -> None:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from airflow_kafka_stream.spark.session import local_session
+
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        from airflow_kafka_stream.devstack.broker import start_local_broker
+
+        broker = start_local_broker()
+        bootstrap = broker.bootstrap_servers
+    spark = None
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        load_topic(bootstrap, topic)
+        consumer = consumer_rate(bootstrap, topic)
+        say("plain consumer: %.0f msgs/s", consumer)
+        spark = local_session("bench-source", cores="*")
+        with tempfile.TemporaryDirectory() as checkpoints:
+            source = source_rate(spark, bootstrap, topic, checkpoints)
+            rate = rate_source_rate(spark, checkpoints)
+        print(f"source_vs_consumer: {source / consumer:.2f}")
+        print(f"source_vs_rate: {source / rate:.2f}")
+    finally:
+        if spark is not None:
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()
