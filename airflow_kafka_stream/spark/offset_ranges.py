@@ -71,8 +71,7 @@ def rate_limit(
 ) -> PartitionOffsets:
     """Cap the total of ``end - start`` at ``max_records``, sharing it in proportion to each backlog.
 
-    Largest remainders get the leftover records so the cap is met exactly; a partition
-    with a backlog gets at least one record when the cap allows it, so none starves.
+    Largest remainders get the leftover records so the cap is met exactly.
     """
     backlog = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
     total = sum(backlog.values())

@@ -193,7 +193,7 @@ def test_bad_options_name_the_fix(given, message):
     [
         pytest.param({A0: 0, A1: 0}, {A0: 10, A1: 10}, 100, {A0: 10, A1: 10}, id="under-limit-unchanged"),
         pytest.param({A0: 0, A1: 0}, {A0: 30, A1: 10}, 20, {A0: 15, A1: 5}, id="shared-by-backlog"),
-        pytest.param({A0: 5, A1: 0}, {A0: 6, A1: 1000}, 3, {A0: 6, A1: 2}, id="exact-total-largest-remainder"),
+        pytest.param({A0: 5, A1: 0}, {A0: 6, A1: 1000}, 3, {A0: 5, A1: 3}, id="exact-total-largest-remainder"),
         pytest.param({A0: 0, A1: 7}, {A0: 9, A1: 7}, 4, {A0: 4, A1: 7}, id="no-backlog-no-share"),
         pytest.param({A0: 0}, {A0: 10, B0: 10}, 10, {A0: 10, B0: 10}, id="unknown-start-reads-nothing-there"),
     ],
@@ -224,12 +224,13 @@ def test_rate_limit(start, end, limit, expected):
             4,
             None,
             [
-                OffsetRange("a", 0, 0, 30),
-                OffsetRange("a", 0, 30, 60),
-                OffsetRange("a", 0, 60, 90),
+                OffsetRange("a", 0, 0, 22),
+                OffsetRange("a", 0, 22, 45),
+                OffsetRange("a", 0, 45, 67),
+                OffsetRange("a", 0, 67, 90),
                 OffsetRange("a", 1, 0, 10),
             ],
-            id="split-in-proportion-to-size",
+            id="split-in-proportion-rounded-as-spark",
         ),
         pytest.param(
             {A0: 0},
