@@ -97,15 +97,24 @@ def read_bytes(fs: fsspec.AbstractFileSystem, path: str) -> bytes:
         raise CheckpointFormatError(f"{path}: file missing; restore the checkpoint from a savepoint") from exc
 
 
-def latest_batch(fs: fsspec.AbstractFileSystem, directory: str) -> int | None:
-    """The newest batch id in a log directory, or None when it holds none."""
+def latest_batch(fs: fsspec.AbstractFileSystem, directory: str, hint: int | None = None) -> int | None:
+    """The newest batch id in a log directory, or None when it holds none.
+
+    Local filesystems gallop up from a known batch: ``hint`` or batch 0 when they
+    exist (no purge yet), else the first batch file a directory scan yields (the
+    scan stops there, so it costs one directory block, not the whole listing).
+    """
     if not is_local(fs):
         ids = [batch for batch in map(batch_id_of, list_names(fs, directory)) if batch is not None]
         return max(ids) if ids else None
-    seed = next((batch for batch in map(batch_id_of, any_names(fs, directory)) if batch is not None), None)
+
+    def exists(batch: int) -> bool:
+        return exists_file(fs, join(directory, str(batch)))
+
+    seed = next((batch for batch in (hint, 0) if batch is not None and exists(batch)), None)
     if seed is None:
-        return None
-    return last_contiguous(seed, lambda batch: exists_file(fs, join(directory, str(batch))))
+        seed = next((batch for batch in map(batch_id_of, any_names(fs, directory)) if batch is not None), None)
+    return None if seed is None else last_contiguous(seed, exists)
 
 
 def read_operators(fs: fsspec.AbstractFileSystem, state_dir: str) -> tuple[StatefulOperator, ...]:
@@ -146,7 +155,7 @@ def read_position(url: str, storage_options: dict | None = None) -> CheckpointPo
     query_id = parse_query_metadata(read_bytes(fs, join(root, METADATA)), join(root, METADATA))
     offsets_dir, commits_dir = join(root, OFFSETS_DIR), join(root, COMMITS_DIR)
     committed = latest_batch(fs, commits_dir)
-    newest_offsets = latest_batch(fs, offsets_dir)
+    newest_offsets = latest_batch(fs, offsets_dir, hint=committed)
     if committed is not None and (newest_offsets is None or newest_offsets < committed):
         raise CheckpointFormatError(
             f"{url}: commits/{committed} exists without offsets/{committed}: the commit log runs ahead of the "
