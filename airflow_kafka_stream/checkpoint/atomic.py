@@ -3,53 +3,16 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
+from airflow_kafka_stream.storage.files import is_local, join, temp_name
+from airflow_kafka_stream.storage.files import url_to_fs as open_fs
+from airflow_kafka_stream.storage.files import write_atomic as atomic_write
 
-def open_fs(url: str, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem and path of ``url`` (local path, ``file://``, ``s3://``, ...), without a trailing slash."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    return fs, path.rstrip("/") or "/"
-
-
-def is_local(fs: fsspec.AbstractFileSystem) -> bool:
-    return isinstance(fs, LocalFileSystem)
-
-
-def join(*parts: str) -> str:
-    return "/".join(part.strip("/") if index else part.rstrip("/") for index, part in enumerate(parts))
-
-
-def temp_name(path: str) -> str:
-    """A hidden temporary name beside ``path``; Spark ignores it (not a batch number)."""
-    head, _, name = path.rpartition("/")
-    return f"{head}/.{name}.{uuid.uuid4().hex}.tmp"
-
-
-def atomic_write(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
-    """Write ``data`` so readers see either no file or the whole file.
-
-    Local filesystems: write a temporary name in the same directory, then rename
-    (atomic on POSIX). Object stores: a single put is already atomic.
-    """
-    if not is_local(fs):
-        fs.pipe_file(path, data)
-        return
-    fs.makedirs(fs._parent(path), exist_ok=True)
-    temp = temp_name(path)
-    try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+__all__ = ["any_names", "atomic_write", "exists_file", "is_dir", "is_local", "join", "list_names", "open_fs",
+           "temp_name"]
 
 
 def exists_file(fs: fsspec.AbstractFileSystem, path: str) -> bool:

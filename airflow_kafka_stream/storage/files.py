@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
+from fsspec.implementations.local import LocalFileSystem
 
 
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and the path inside it for a URL or a local path."""
+    """The filesystem and path of a URL or local path (``file://``, ``s3://``, ...), no trailing slash."""
     fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    return fs, path.rstrip("/") or path
+    return fs, path.rstrip("/") or "/"
 
 
 def is_local(fs: AbstractFileSystem) -> bool:
-    return "file" in _protocols(fs)
+    return isinstance(fs, LocalFileSystem)
 
 
-def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    proto = fs.protocol
-    return (proto,) if isinstance(proto, str) else tuple(proto)
-
-
-def join(fs: AbstractFileSystem, *parts: str) -> str:
-    return "/".join(p.strip("/") if i else p.rstrip("/") for i, p in enumerate(parts) if p)
+def join(*parts: str) -> str:
+    """Join path parts with single slashes (object-store paths have no os.sep)."""
+    return "/".join(part.strip("/") if index else part.rstrip("/") for index, part in enumerate(parts))
 
 
 def unstrip(fs: AbstractFileSystem, path: str) -> str:
@@ -34,22 +32,33 @@ def unstrip(fs: AbstractFileSystem, path: str) -> str:
     return fs.unstrip_protocol(path)
 
 
-def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str) -> None:
-    """Write a whole file so a reader sees the old content or the new, never a part.
+def temp_name(path: str) -> str:
+    """A hidden temporary name beside ``path``; Spark ignores it (not a batch number)."""
+    head, _, name = path.rpartition("/")
+    return f"{head}/.{name}.{uuid.uuid4().hex}.tmp"
 
-    Local files go to a temporary name in the same directory and are renamed; an
-    object store's single PUT is already atomic.
+
+def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str) -> None:
+    """Write a whole file so readers see either no file (or the old one) or the whole new one.
+
+    Local filesystems: write a temporary name in the same directory, fsync, then
+    rename (atomic on POSIX). Object stores: a single PUT is already atomic.
     """
     payload = data.encode() if isinstance(data, str) else data
-    parent = path.rsplit("/", 1)[0]
-    if is_local(fs):
-        fs.makedirs(parent, exist_ok=True)
-        tmp = f"{parent}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4().hex}.tmp"
-        with fs.open(tmp, "wb") as out:
-            out.write(payload)
-        fs.mv(tmp, path)
-    else:
+    if not is_local(fs):
         fs.pipe_file(path, payload)
+        return
+    fs.makedirs(fs._parent(path), exist_ok=True)
+    temp = temp_name(path)
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
 
 
 def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes | str) -> bool:
