@@ -122,6 +122,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._available_now_target: PartitionOffsets | None = None
         self._latest_seen: PartitionOffsets | None = None
+        self._drained_at: dict | None = None
         self._client_config = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
 
     # -- start position ---------------------------------------------------------------------
@@ -190,7 +191,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         if self._stop_requested():
-            self._write_drained(start)
+            if self._drained_at != start:  # once per position: the check repeats every trigger
+                self._write_drained(start)
+                self._drained_at = start
             return start
         begin = parse_offsets(start)
         partitions = self._current_partitions(known=begin)
