@@ -1,0 +1,114 @@
+"""What the stream runtime costs: group commits, status file and stop checks against the bare query.
+
+The same query (``kafka_stream`` source, noop sink, availableNow, maxOffsetsPerTrigger
+chosen for ~60 batches) reads the same topic twice per round: bare, and under
+:class:`StreamRuntime`. Rounds alternate the two so drift on a shared machine hits
+both; the fastest run of each kind is compared. Prints ``runtime_overhead: <fraction>``
+(time with the runtime / time bare - 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+RECORDS = int(os.environ.get("BENCH_RUNTIME_RECORDS", "300000"))
+PARTITIONS = 4
+BATCHES = 60
+ROUNDS = int(os.environ.get("BENCH_RUNTIME_ROUNDS", "2"))
+
+
+def fill_topic(bootstrap: str, topic: str) -> None:
+    """Produce in big batches, then one single-record request per partition (keeps tansu's watermark exact)."""
+    from confluent_kafka import Producer
+
+    from tests.kafka_utils import create_topic, produce
+
+    create_topic(bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
+    value = b'{"id":"x","key":"k","ts":"2024-01-01T00:00:00Z","amount":1.0}'
+    for i in range(RECORDS - PARTITIONS):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+    for partition in range(PARTITIONS):
+        produce(bootstrap, topic, [(None, value)], partition=partition)
+
+
+def bare_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest",
+               "maxOffsetsPerTrigger": str(per_trigger)}
+    began = time.perf_counter()
+    query = (spark.readStream.format("kafka_stream").options(**options).load()
+             .writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", f"{workdir}/checkpoint").start())
+    query.awaitTermination()
+    elapsed = time.perf_counter() - began
+    batches = (query.lastProgress or {}).get("batchId")
+    print(f"# bare: {elapsed:.2f}s, last batch {batches}", file=sys.stderr)
+    return elapsed
+
+
+def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:
+    from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+
+    config = StreamConfig(job_name="bench", bootstrap_servers=bootstrap, group_id=f"bench-{os.path.basename(workdir)}",
+                          topics=[topic], starting_offsets="earliest", max_offsets_per_trigger=per_trigger)
+    began = time.perf_counter()
+    runtime = StreamRuntime(spark, f"{workdir}/home", config)
+    writer = runtime.read_stream().writeStream.format("noop").trigger(availableNow=True)
+    result = runtime.run(writer)
+    elapsed = time.perf_counter() - began
+    if result.exit_code != 0 or result.records != RECORDS:
+        raise SystemExit(f"runtime run ended {result.summary()}")
+    print(f"# runtime: {elapsed:.2f}s, {result.batches} batches, "
+          f"{runtime.committer.successes} group commits", file=sys.stderr)
+    return elapsed
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING)
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        from airflow_kafka_stream.devstack.broker import start_local_broker
+
+        broker = start_local_broker()
+        bootstrap = broker.bootstrap_servers
+    from airflow_kafka_stream.spark.session import local_session
+    from tests.kafka_utils import unique
+
+    spark = None
+    try:
+        topic = unique("bench-runtime")
+        fill_topic(bootstrap, topic)
+        spark = local_session("bench-runtime", cores="2")
+        per_trigger = RECORDS // BATCHES
+        with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
+            bare_run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup")
+            bare, managed = [], []
+            for number in range(ROUNDS):
+                bare.append(bare_run(spark, bootstrap, topic, per_trigger, f"{tmp}/bare{number}"))
+                managed.append(runtime_run(spark, bootstrap, topic, per_trigger, f"{tmp}/runtime{number}"))
+        print(f"runtime_overhead: {min(managed) / min(bare) - 1:.4f}", flush=True)
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
