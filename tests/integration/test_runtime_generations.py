@@ -1,0 +1,59 @@
+"""The runtime starts where the job home's current generation says, in-process on the shared Spark session."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.spark.status import read_status
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.kafka_utils import committed, create_topic, produce, unique
+
+pytestmark = pytest.mark.integration
+
+
+def run_available_now(spark, home: str, config: StreamConfig, seen: list):
+    runtime = StreamRuntime(spark, home, config)
+
+    def collect(batch_df, batch_id):
+        seen.extend(row.offset for row in batch_df.select("offset").collect())
+
+    writer = runtime.read_stream().writeStream.foreachBatch(collect).trigger(availableNow=True)
+    return runtime, runtime.run(writer)
+
+
+def test_first_start_records_generation_then_control_plane_generation_wins(spark, kafka_bootstrap, tmp_path):
+    topic = create_topic(kafka_bootstrap, unique("gen"), 1)
+    produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(6)], partition=0)
+    group = unique("gen-group")
+    home = str(tmp_path / "home")
+    config = StreamConfig(job_name="gen", bootstrap_servers=kafka_bootstrap, group_id=group, topics=[topic],
+                          starting_offsets="earliest", heartbeat_seconds=0.5)
+
+    # A stop request left by a dead earlier run must not stop this one.
+    (tmp_path / "home" / "control").mkdir(parents=True)
+    (tmp_path / "home" / "control" / "stop").write_text(json.dumps({"requested_at": "old", "by": "old"}))
+
+    seen: list[int] = []
+    runtime, result = run_available_now(spark, home, config, seen)
+    assert result.exit_code == 0 and result.state == "STOPPED", result.summary()
+    assert sorted(seen) == list(range(6))
+    job = JobHome(home)
+    assert job.generations() == [1]
+    assert job.generation_info(1)["reason"] == "submit"
+    assert job.generation_info(1)["start_offsets"] == "earliest"
+    status = read_status(home)
+    assert status["state"] == "STOPPED" and status["last_offsets"] == {topic: {"0": 6}}
+    assert status["group_commits"]["failures"] == 0
+    assert committed(kafka_bootstrap, group, topic, 1) == {0: 6}
+
+    # The control plane starts generation 2 at offset 2 (e.g. a reset that dropped state).
+    job.new_generation("reset", start_offsets={topic: {"0": 2}})
+    seen.clear()
+    runtime, result = run_available_now(spark, home, config, seen)
+    assert result.exit_code == 0, result.summary()
+    assert runtime.generation == 2 and runtime.checkpoint_location.endswith("checkpoints/0002")
+    assert sorted(seen) == list(range(2, 6))
+    assert committed(kafka_bootstrap, group, topic, 1) == {0: 6}
