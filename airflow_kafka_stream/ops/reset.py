@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
-from airflow_kafka_stream.checkpoint.savepoints import read_manifest, sink_batch_log
+from airflow_kafka_stream.checkpoint.savepoints import sink_batch_log, validate_savepoint
 from airflow_kafka_stream.checkpoint.writer import append_batch
 from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested, topics_of
@@ -68,7 +68,7 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
     if request.strategy == "to-savepoint":
         if ctx.home is None:
             raise InvalidInputError("--to-savepoint needs --job-home (savepoints live in the job home)")
-        manifest = read_manifest(ctx.home.savepoint_url(request.value or ""), ctx.storage_options)
+        manifest = validate_savepoint(ctx.home.savepoint_url(request.value or ""), ctx.storage_options)
         return ResetStrategy.to_recorded(manifest.source_offsets(0), label=f"savepoint {manifest.savepoint_id}")
     value = request.value
     if request.strategy == "from-file":
