@@ -94,7 +94,7 @@ def make_job(spark, bootstrap: str, home: Path, topics: dict[str, int], sink: st
     return job
 
 
-def _frame(spark, job: Job, starting: str):
+def source_frame(spark, job: Job, starting: str):
     return (
         spark.readStream.format("kafka_stream")
         .option("kafka.bootstrap.servers", job.bootstrap)
@@ -114,7 +114,7 @@ def starting_offsets(job: Job) -> str:
 
 def consume(spark, job: Job) -> list[tuple[str, int, int]]:
     """Run the job's query once (availableNow) on its current checkpoint; the (topic, partition, offset) read."""
-    frame = _frame(spark, job, starting_offsets(job))
+    frame = source_frame(spark, job, starting_offsets(job))
     writer = frame.writeStream.option("checkpointLocation", job.checkpoint).trigger(availableNow=True)
     got: list[tuple[str, int, int]] = []
     if job.sink:
@@ -139,7 +139,7 @@ def run_stateful(spark, job: Job, conf: dict[str, str]) -> None:
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:
-        counts = _frame(spark, job, starting_offsets(job)).groupBy("partition").count()
+        counts = source_frame(spark, job, starting_offsets(job)).groupBy("partition").count()
         query = (counts.writeStream.option("checkpointLocation", job.checkpoint).outputMode("complete")
                  .format("noop").trigger(availableNow=True).start())
         query.awaitTermination()
