@@ -4,6 +4,7 @@ restarts, rate limits, new topics, data loss and bad options."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 import uuid
 
@@ -87,6 +88,11 @@ def test_columns_types_and_headers(spark, kafka_bootstrap, tmp_path):
         pytest.param(
             {"assign": '{"TOPIC": [1]}', "startingOffsets": "earliest"}, ["b0", "b1", "b2"], id="assign-one-partition"
         ),
+        pytest.param(
+            {"startingOffsets": "earliest", "minPartitions": "5"},
+            ["a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2"],
+            id="split-ranges-read-exactly",
+        ),
     ],
 )
 def test_start_positions(spark, kafka_bootstrap, topic, tmp_path, options, expected):
@@ -95,8 +101,11 @@ def test_start_positions(spark, kafka_bootstrap, topic, tmp_path, options, expec
         options["subscribe"] = topic
     rows, query = run_available_now(spark, stream(spark, kafka_bootstrap, **options), str(tmp_path / "ckpt"))
     assert [r.value.decode() for r in rows] == expected
-    # The checkpointed end offsets are real offsets in Spark's shape, never -1/-2.
-    assert all(offset >= 0 for parts in _end_offsets(query).values() for offset in parts.values())
+    # offsets/0 holds batch 0's end in Spark's Kafka shape: the next offset to read, never -1/-2.
+    first_batch = (tmp_path / "ckpt" / "offsets" / "0").read_text().splitlines()
+    assert first_batch[0] == "v1"
+    expected_end = {"1": 3} if "assign" in options else {"0": 5, "1": 3}
+    assert json.loads(first_batch[2]) == {topic: expected_end}
 
 
 def _end_offsets(query) -> dict:
