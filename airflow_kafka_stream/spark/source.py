@@ -239,8 +239,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The partitions the subscription covers now (one metadata request)."""
         sub = self.options.subscription
         if sub.kind == ASSIGN:
-            metadata.check_partitions_exist(self._client_config, sub.partitions)
-            return list(sub.partitions)
+            if known is None:
+                metadata.check_partitions_exist(self._client_config, sub.partitions)
+                return list(sub.partitions)
+            # While running, a vanished partition is data loss (reported by _check_lost), not bad input.
+            counts = metadata.list_topic_partitions(self._client_config)
+            return [tp for tp in sub.partitions if tp.partition < counts.get(tp.topic, 0)]
         if sub.kind == SUBSCRIBE_PATTERN:
             counts = metadata.list_topic_partitions(self._client_config, pattern=sub.pattern)
         else:

@@ -264,3 +264,14 @@ def test_find_lost_offsets(start, bounds, lost):
     assert [(x.tp, x.resume_at) for x in found] == [(tp, resume) for tp, resume, _ in lost]
     for item, (_tp, _resume, words) in zip(found, lost, strict=True):
         assert words in item.describe()
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["without-headers", "with-headers"])
+def test_arrow_batches_match_what_spark_expects(headers):
+    """Spark refuses a batch whose Arrow schema differs in any detail (DATA_SOURCE_RETURN_SCHEMA_MISMATCH)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from airflow_kafka_stream.spark.arrow_rows import arrow_schema
+    from airflow_kafka_stream.spark.source import source_schema
+
+    assert arrow_schema(headers).equals(to_arrow_schema(source_schema(headers), timezone="UTC"))
