@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
     parser.add_argument("--drain-timeout-seconds", type=float, default=300.0)
     parser.add_argument("--cores", default="2", help="local[N] cores when not run by spark-submit")
+    parser.add_argument("--app-version", default="1", help="application version recorded in job.json and savepoints")
     return parser.parse_args(argv)
 
 
@@ -91,11 +92,14 @@ def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSi
             good, bad = split_dead_letters(parsed)
             events = good.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
                                  "parsed.id", "parsed.key", "parsed.ts", "parsed.amount")
-            events.write.mode("overwrite").parquet(f"{output}/events/batch={batch_id}")
+            # Keyed by generation and batch: a new checkpoint generation restarts batch ids at 0 and must
+            # not overwrite what an earlier generation wrote; a re-run batch overwrites its own output.
+            key = f"generation={runtime.generation:04d}/batch={batch_id}"
+            events.write.mode("overwrite").parquet(f"{output}/events/{key}")
             per_minute = (events.where(F.col("ts").isNotNull())
                           .groupBy("key", F.date_trunc("minute", "ts").alias("minute"))
                           .agg(F.sum("amount").alias("amount"), F.count(F.lit(1)).alias("events")))
-            per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/batch={batch_id}")
+            per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/{key}")
             runtime.add_dead_letters(dead_letters.write(bad, batch_id))
         finally:
             parsed.unpersist()
@@ -116,12 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         heartbeat_seconds=args.heartbeat_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,
+        app_version=args.app_version,
+        sink_path=args.output,
     )
     spark = spark_session(args.cores)
     runtime = StreamRuntime(spark, args.home, config)
-    dead_letters = DeadLetterSink.from_url(args.dead_letter or f"{runtime.home.url}/dead_letters",
-                                           config.client_config())
-    writer = runtime.read_stream().writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
+    events = runtime.read_stream()  # picks the checkpoint generation
+    default_dead_letters = f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}"
+    dead_letters = DeadLetterSink.from_url(args.dead_letter or default_dead_letters, config.client_config())
+    writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
     writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
         processingTime=args.trigger_interval)
     result = runtime.run(writer, query_name=config.job_name)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -86,7 +87,7 @@ def build_context(
     if home is not None:
         home.require()
         spec = home.spec()
-    kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not _looks_secret(k)}
+    kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not is_secret_key(k)}
     kafka.update(client_config or {})
     if bootstrap_servers:
         kafka["bootstrap.servers"] = bootstrap_servers
@@ -99,8 +100,3 @@ def build_context(
         storage_options=opts,
         sink_path=sink_path or spec.get("sink_path"),
     )
-
-
-def _looks_secret(key: str) -> bool:
-    lowered = key.lower()
-    return any(m in lowered for m in ("password", "secret", "jaas", "token"))

@@ -8,26 +8,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from airflow_kafka_stream.core.redaction import redact
 from airflow_kafka_stream.errors import InvalidInputError, StreamError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now, who_am_i
 
 log = logging.getLogger(__name__)
-
-SECRET_MARKERS = ("password", "secret", "token", "credential", "sasl.jaas", "key.pem", "keystore")
-
-
-def redact(args: dict[str, Any]) -> dict[str, Any]:
-    """A copy of arguments safe for history and logs: secret-looking values masked."""
-    clean: dict[str, Any] = {}
-    for key, value in args.items():
-        if any(marker in str(key).lower() for marker in SECRET_MARKERS):
-            clean[key] = "***"
-        elif isinstance(value, dict):
-            clean[key] = redact(value)
-        else:
-            clean[key] = value
-    return clean
-
 
 @contextmanager
 def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,

@@ -33,11 +33,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
-from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError
+from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
 from airflow_kafka_stream.spark import status as st
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
-from airflow_kafka_stream.storage.files import read_json
+from airflow_kafka_stream.storage.files import read_json, url_to_fs
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,8 @@ class StreamConfig:
     stop_poll_seconds: float = 0.5
     drain_timeout_seconds: float = 300.0
     final_commit_timeout_seconds: float = 15.0
+    app_version: str | None = None
+    sink_path: str | None = None
 
     def validate(self) -> None:
         if not self.job_name:
@@ -133,32 +138,23 @@ def batch_end_offsets(sources: list[Any]) -> PartitionOffsets | None:
     return merged if found else None
 
 
-def checkpoint_position(fs, checkpoint: str) -> tuple[int | None, PartitionOffsets | None, bool]:
+def checkpoint_position(url: str, storage_options: dict | None = None
+                        ) -> tuple[int | None, PartitionOffsets | None, bool]:
     """Last committed batch id, its Kafka offsets, and whether a later batch is in flight.
 
-    Costs two listings and one read whatever the number of retained batches.
+    A checkpoint location the query has not written yet (no ``metadata``) has no position.
     """
-
-    def ids(directory: str) -> set[int]:
-        try:
-            names = fs.ls(f"{checkpoint}/{directory}", detail=False)
-        except FileNotFoundError:
-            return set()
-        base = (name.rstrip("/").rsplit("/", 1)[-1] for name in names)
-        return {int(name) for name in base if name.isdigit()}
-
-    offsets, commits = ids("offsets"), ids("commits")
-    committed = max(offsets & commits, default=None)
-    in_flight = any(batch > committed for batch in offsets) if committed is not None else bool(offsets)
-    if committed is None:
+    fs, path = url_to_fs(url, storage_options)
+    if not fs.exists(f"{path}/metadata"):
+        return None, None, False
+    pos = read_position(url, storage_options)
+    in_flight = pos.in_flight_batch_id is not None
+    if pos.batch_id is None:
         return None, None, in_flight
-    lines = fs.cat_file(f"{checkpoint}/offsets/{committed}").decode().splitlines()
-    for line in lines[2:]:
-        try:
-            return committed, parse_offsets_json(line), in_flight
-        except CheckpointFormatError:
-            continue
-    return committed, None, in_flight
+    try:
+        return pos.batch_id, pos.source_offsets(0), in_flight
+    except CheckpointFormatError:
+        return pos.batch_id, None, in_flight  # the first source is not Kafka-shaped
 
 
 class _BatchListener:
@@ -232,9 +228,14 @@ class StreamRuntime:
         if self._prepared:
             return
         self._prepared = True
+        self._refuse_second_driver()
         self.generation, self.starting_offsets = self._choose_generation()
         self.checkpoint_location = self.home.checkpoint_url(self.generation)
-        committed, offsets, _ = checkpoint_position(self.home.fs, self.home.p("checkpoints", f"{self.generation:04d}"))
+        if recover_incomplete_append(self.checkpoint_location, self.config.storage_options):
+            log.warning("job %s: completed or rolled back an interrupted offset reset before starting",
+                        self.config.job_name)
+        committed, offsets, _ = checkpoint_position(self.checkpoint_location, self.config.storage_options)
+        self._record_submission()
         self._last_batch_id, self._last_offsets = committed, offsets
         self._clear_stale_control_files()
         log.info("job %s: generation %04d at %s, %s", self.config.job_name, self.generation,
@@ -260,6 +261,34 @@ class StreamRuntime:
             # The control plane made this generation to start at given offsets (restore, reset).
             return gen, json.dumps(start, separators=(",", ":"), sort_keys=True)
         return gen, self.config.starting_offsets
+
+    def _refuse_second_driver(self) -> None:
+        """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats."""
+        status = st.read_status(self.home.url, self.config.storage_options)
+        max_age = self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS
+        if status and st.is_alive(status, time.time(), max_age) and (
+                status.get("pid"), status.get("host")) != (os.getpid(), socket.gethostname()):
+            raise JobStateError(
+                f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
+                f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "
+                f"corrupt it. Stop it first: airflow-kafka-stream stop --job-home {self.home.url}"
+            )
+
+    def _record_submission(self) -> None:
+        """job.json: what runs in this home, so operations need no repeated arguments (no secrets)."""
+        spec = self.home.spec()
+        spec.update({
+            "job": self.config.job_name,
+            "version": self.config.app_version or spec.get("version"),
+            "topics": list(self.config.topics),
+            "subscribe_pattern": self.config.subscribe_pattern,
+            "group": self.config.group_id,
+            "kafka": {k: v for k, v in self.config.client_config().items() if not is_secret_key(k)},
+            "sink_path": self.config.sink_path or spec.get("sink_path"),
+            "starting_offsets": self.config.starting_offsets,
+            "updated_at": utc_now().isoformat(),
+        })
+        self.home.write_spec(spec)
 
     def _clear_stale_control_files(self) -> None:
         """A stop request or drain answer left by an earlier run must not stop this one."""
@@ -374,8 +403,7 @@ class StreamRuntime:
         if last is not None and offsets_equal(to_nested(last), drained["offsets"]):
             return True
         # The listener may lag behind Spark, or no batch ran in this run: ask the checkpoint.
-        committed, offsets, in_flight = checkpoint_position(self.home.fs, self.home.p(
-            "checkpoints", f"{self.generation:04d}"))
+        committed, offsets, in_flight = checkpoint_position(self.checkpoint_location, self.config.storage_options)
         if in_flight:
             return False
         if committed is None:
@@ -384,6 +412,18 @@ class StreamRuntime:
             self._record_batch(committed, offsets, records=0, counted=False)
             return True
         return False
+
+    def _catch_up_with_checkpoint(self) -> None:
+        """Progress events arrive asynchronously and may trail the query's end: the checkpoint is the truth."""
+        try:
+            committed, offsets, _ = checkpoint_position(self.checkpoint_location, self.config.storage_options)
+        except Exception as exc:  # noqa: BLE001 - the status keeps what the listener saw
+            log.warning("could not read the final position of %s: %s", self.checkpoint_location, exc)
+            return
+        with self._lock:
+            behind = committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
+        if behind and offsets is not None:
+            self._record_batch(committed, offsets, records=0, counted=False)
 
     def _on_batch(self, progress) -> None:
         offsets = batch_end_offsets(progress.sources)
@@ -404,6 +444,7 @@ class StreamRuntime:
         self._wake_status.set()
 
     def _finish(self, graceful: bool) -> RunResult:
+        self._catch_up_with_checkpoint()
         with self._lock:
             batch_id, offsets = self._last_batch_id, self._last_offsets
         if batch_id is not None and offsets is not None:
