@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.bootstrap_servers
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        for fut in AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-                [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+        for fut in admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
             fut.result(30)
         records = _events(args.events) + [(b"bad", b"{not json"), (b"bad", b"\x00\x01 binary")]
         _produce(bootstrap, records)
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
 
         cmd = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(home_dir),
                "--bootstrap", bootstrap, "--topic", TOPIC, "--group", GROUP, "--output", str(output),
-               "--starting-offsets", "earliest"]
+               "--starting-offsets", "earliest", "--job-name", "demo", "--max-offsets-per-trigger", "500",
+               "--trigger-interval", "1 second", "--app-version", "demo-1"]
         print("== starting the example pipeline:", " ".join(cmd[1:4]), "...")
         proc = subprocess.Popen(cmd, env=env)
         try:
