@@ -350,3 +350,13 @@ def test_refused_while_a_consumer_is_active_in_the_group(capsys, base, tmp_path)
 def test_every_case_names_a_reason():
     assert len(CASES) >= 30
     assert all(case.reason and case.phrase for case in CASES.values())
+
+
+@pytest.mark.xfail(strict=True, reason="bug: kafka/metadata._admin builds AdminClient(dict(config)) without a logger, "
+                   "so librdkafka prints every reconnect (~190 '%3|...|FAIL|' lines in 10 s) to stderr")
+def test_unreachable_broker_stderr_is_the_error_only(base, tmp_path):
+    job = base["job"].copy(tmp_path / "home")
+    proc = cli_subprocess("verify", "--job-home", str(job.home), "--bootstrap-server", "127.0.0.1:1", timeout=30)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) <= 3 and lines[-1].startswith("error:"), f"{len(lines)} lines on stderr"
