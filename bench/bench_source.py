@@ -5,6 +5,7 @@ Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measu
   - one plain confluent-kafka Consumer (poll loop taking key and value) reading the same topic in
     this Python process; a consume()-batch loop that only counts is reported on stderr too;
   - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
+Each Spark measurement follows a warm-up run of the same query in the same JVM.
 Prints exactly two lines: ``source_vs_consumer: <ratio>`` and ``source_vs_rate: <ratio>``;
 details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
 
@@ -199,6 +200,12 @@ def main() -> None:
         say("batch consumer (consume(20000), count only): %.0f msgs/s", batch_consumer_rate(bootstrap, topic))
         spark = local_session("bench-source", cores="*")
         with tempfile.TemporaryDirectory() as checkpoints:
+            # The first query of a JVM pays for JIT-compiling the Arrow-to-row path (measured: a second
+            # run of the same query is several times faster), so each side gets a warm-up run first.
+            say("warm-up runs (not measured):")
+            source_rate(spark, bootstrap, topic, checkpoints)
+            rate_source_rate(spark, checkpoints)
+            say("measured runs:")
             source = source_rate(spark, bootstrap, topic, checkpoints)
             rate = rate_source_rate(spark, checkpoints)
         print(f"source_vs_consumer: {source / consumer:.2f}")
