@@ -17,6 +17,7 @@ one-second resolution, so answers are checked against the record timestamp.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -50,8 +51,18 @@ def _bootstrap(config: Mapping[str, object]) -> str:
 
 
 def _admin(config: Mapping[str, object]) -> AdminClient:
+    """An admin client for this config, reused across calls: a streaming source asks every trigger."""
     _bootstrap(config)
-    return AdminClient(dict(config))
+    settings = tuple(sorted(config.items(), key=lambda item: str(item[0])))
+    try:
+        return _cached_admin(settings)
+    except TypeError:  # an unhashable setting value: no caching
+        return AdminClient(dict(config))
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_admin(settings: tuple[tuple[str, object], ...]) -> AdminClient:
+    return AdminClient(dict(settings))
 
 
 def _access_error(config: Mapping[str, object], what: str, exc: BaseException) -> KafkaAccessError:
