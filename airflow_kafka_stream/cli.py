@@ -200,7 +200,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
         _emit(args, reset.plan_dict(plan), reset.plan_text(plan) + "\n\nDry run: nothing changed. "
               "Run again with --execute to apply this plan.")
         return EXIT_OK
-    outcome = reset.execute(ctx, request, drop_state=args.drop_state, sink_path=args.sink_path,
+    outcome = reset.execute(ctx, request, drop_state=args.drop_state, sink_path=ctx.sink_path,
                             allow_sink_batch_log=args.allow_sink_batch_log, export=args.export)
     _emit(args, outcome, outcome["plan_table"] + "\n\n" + reset.outcome_text(outcome))
     return EXIT_OK if outcome.get("verified", True) else EXIT_PROBLEMS
