@@ -236,6 +236,11 @@ CASES = {
                                  recorded="reset"),
     "restore-drop-state-file-sink": Case(("restore", *H, "--savepoint", "{sp}", "--drop-state", "--sink-path",
                                           "{sink}"), "_spark_metadata", "same, for restore", recorded="restore"),
+    "drop-state-file-sink-from-job-json": Case((*RESET, "--to-earliest", "--drop-state", X), "_spark_metadata",
+                                              "job.json records the sink path; --sink-path is not needed",
+                                              recorded="reset"),
+    "restore-drop-state-file-sink-from-job-json": Case(("restore", *H, "--savepoint", "{sp}", "--drop-state"),
+                                                       "_spark_metadata", "same, for restore", recorded="restore"),
     "rocksdb-without-drop-state": Case(("reset", "--job-home", "{rocks}", "--to-earliest", X), "RocksDB",
                                        "RocksDB state cannot be carried to an appended batch",
                                        recorded="reset", extra={"home": "rocks"}),
@@ -360,3 +365,16 @@ def test_unreachable_broker_stderr_is_the_error_only(base, tmp_path):
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) <= 3 and lines[-1].startswith("error:"), f"{len(lines)} lines on stderr"
+
+
+def test_reset_keeps_the_sink_log_of_job_json_whole(capsys, base, tmp_path):
+    """job.json names the file sink: the appended batch gets its `_spark_metadata` entry without --sink-path."""
+    job = base["job"].copy(tmp_path / "home")
+    sink = tmp_path / "sink"
+    shutil.copytree(base["sink"], sink)
+    spec = json.loads((job.home / "job.json").read_text())
+    (job.home / "job.json").write_text(json.dumps({**spec, "sink_path": str(sink)}))
+    result = cli(capsys, "reset", "--job-home", str(job.home), "--to-offset", "3", "--execute", "--json")
+    assert result.code == 0, result.err
+    batch = result.json()["batch_id"]
+    assert (sink / "_spark_metadata" / str(batch)).exists(), sorted(p.name for p in (sink / "_spark_metadata").iterdir())
