@@ -128,7 +128,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- start position ---------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        partitions = self._current_partitions()
+        partitions = self._current_partitions(strict=True)
         bounds = metadata.watermarks(self._client_config, partitions)
         start = self._resolve_start(partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
@@ -184,7 +184,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        partitions = self._current_partitions()
+        # Not strict: this also runs on restarts, where a vanished topic is data loss for latestOffset to report.
+        partitions = self._current_partitions(strict=False)
         bounds = metadata.watermarks(self._client_config, partitions)
         self._available_now_target = {tp: high for tp, (_low, high) in bounds.items()}
         log.info("kafka_stream availableNow: reading up to %s", json.dumps(to_nested(self._available_now_target)))
@@ -196,7 +197,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._drained_at = start
             return start
         begin = parse_offsets(start)
-        partitions = self._current_partitions(known=begin)
+        partitions = self._current_partitions(strict=False)
         bounds = metadata.watermarks(self._client_config, partitions)
         effective = self._check_lost(begin, bounds)
         end = {tp: bounds[tp][1] for tp in partitions}
@@ -235,28 +236,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _current_partitions(self, known: Mapping[TopicPartition, int] | None = None) -> list[TopicPartition]:
-        """The partitions the subscription covers now (one metadata request)."""
+    def _current_partitions(self, strict: bool) -> list[TopicPartition]:
+        """The partitions the subscription covers now (one metadata request).
+
+        ``strict`` (a fresh start) refuses named topics or partitions that do not exist; otherwise
+        they are left out, and offsets the query holds for them are reported as data loss.
+        """
         sub = self.options.subscription
-        if sub.kind == ASSIGN:
-            if known is None:
-                metadata.check_partitions_exist(self._client_config, sub.partitions)
-                return list(sub.partitions)
-            # While running, a vanished partition is data loss (reported by _check_lost), not bad input.
-            counts = metadata.list_topic_partitions(self._client_config)
-            return [tp for tp in sub.partitions if tp.partition < counts.get(tp.topic, 0)]
         if sub.kind == SUBSCRIBE_PATTERN:
             counts = metadata.list_topic_partitions(self._client_config, pattern=sub.pattern)
-        else:
-            counts = self._subscribed_counts(known)
-        return sorted(TopicPartition(t, p) for t, n in counts.items() for p in range(n))
-
-    def _subscribed_counts(self, known: Mapping[TopicPartition, int] | None) -> dict[str, int]:
-        if known is None:
-            return metadata.list_topic_partitions(self._client_config, topics=self.options.subscription.topics)
-        # While running, a deleted topic is data loss (reported by _check_lost), not bad input.
-        everything = metadata.list_topic_partitions(self._client_config)
-        return {t: everything[t] for t in self.options.subscription.topics if t in everything}
+            return sorted(TopicPartition(t, p) for t, n in counts.items() for p in range(n))
+        if strict and sub.kind == ASSIGN:
+            metadata.check_partitions_exist(self._client_config, sub.partitions)
+            return list(sub.partitions)
+        if strict:
+            counts = metadata.list_topic_partitions(self._client_config, topics=sub.topics)
+            return sorted(TopicPartition(t, p) for t, n in counts.items() for p in range(n))
+        counts = metadata.list_topic_partitions(self._client_config)
+        if sub.kind == ASSIGN:
+            return [tp for tp in sub.partitions if tp.partition < counts.get(tp.topic, 0)]
+        return sorted(TopicPartition(t, p) for t in sub.topics if t in counts for p in range(counts[t]))
 
     def _check_lost(
         self, begin: PartitionOffsets, bounds: Mapping[TopicPartition, tuple[int, int]]

@@ -350,3 +350,29 @@ def test_bad_options_fail_before_any_batch(spark, kafka_bootstrap, topic, tmp_pa
     with pytest.raises(Exception, match=message):
         rows, query = run_available_now(spark, stream(spark, kafka_bootstrap, **options), str(tmp_path / "ckpt"))
     assert not (tmp_path / "ckpt" / "offsets" / "0").exists()
+
+
+def test_deleted_topic(spark, kafka_bootstrap, tmp_path):
+    """A subscribed topic deleted between runs is data loss; failOnDataLoss=false reads on without it."""
+    kept = create_topic(kafka_bootstrap, unique("kept"), 1)
+    doomed = create_topic(kafka_bootstrap, unique("doomed"), 1)
+    produce(kafka_bootstrap, kept, [(None, "k0")], partition=0)
+    produce(kafka_bootstrap, doomed, [(None, "d0")], partition=0)
+    strict, tolerant = str(tmp_path / "strict"), str(tmp_path / "tolerant")
+    both = f"{kept},{doomed}"
+    for checkpoint in (strict, tolerant):
+        rows, _ = run_available_now(
+            spark, stream(spark, kafka_bootstrap, subscribe=both, startingOffsets="earliest"), checkpoint
+        )
+        assert len(rows) == 2
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # must outlive its futures
+    for future in admin.delete_topics([doomed]).values():
+        future.result(30)
+    produce(kafka_bootstrap, kept, [(None, "k1")], partition=0)
+    with pytest.raises(Exception, match=f"data loss on {doomed}:0: .*the partition no longer exists"):
+        run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=both), strict)
+    rows, query = run_available_now(
+        spark, stream(spark, kafka_bootstrap, subscribe=both, failOnDataLoss="false"), tolerant
+    )
+    assert [(r.topic, r.value) for r in rows] == [(kept, b"k1")]
+    assert _end_offsets(query) == {kept: {"0": 2}}
