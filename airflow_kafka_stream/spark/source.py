@@ -132,6 +132,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bounds = metadata.watermarks(self._client_config, partitions)
         start = self._resolve_start(partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
+        if self.options.start_offsets_path:
+            record = {"offsets": to_nested(start), "starting": self.options.starting.kind, "at": _now()}
+            _write_atomically(self.options.start_offsets_path, json.dumps(record).encode())
         return to_nested(start)
 
     def _resolve_start(
@@ -281,16 +284,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return fs.exists(f"{root}/stop")
 
     def _write_drained(self, start: dict) -> None:
-        fs, root = _filesystem(self.options.drain_path or "")
-        body = json.dumps({"offsets": start, "at": datetime.now(UTC).isoformat()}).encode()
-        target = f"{root}/drained.json"
-        if isinstance(fs, LocalFileSystem):
-            temp = f"{target}.tmp-{os.getpid()}"
-            with open(temp, "wb") as handle:
-                handle.write(body)
-            os.replace(temp, target)
-        else:
-            fs.pipe_file(target, body)  # object stores make a whole object visible at once
+        body = json.dumps({"offsets": start, "at": _now()}).encode()
+        _write_atomically(f"{(self.options.drain_path or '').rstrip('/')}/drained.json", body)
         log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
 
 
@@ -307,6 +302,24 @@ def _require_all(partitions: list[TopicPartition], given: Mapping[TopicPartition
             f"option {option} must give every partition the query reads: {'; '.join(problems)} "
             "(use -2 for earliest, -1 for latest in startingOffsets)"
         )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _write_atomically(url: str, body: bytes) -> None:
+    """Readers see the old file or the whole new one: temp + rename locally; object stores write whole objects."""
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(url)
+    if isinstance(fs, LocalFileSystem):
+        temp = f"{path}.tmp-{os.getpid()}"
+        with open(temp, "wb") as handle:
+            handle.write(body)
+        os.replace(temp, path)
+    else:
+        fs.pipe_file(path, body)
 
 
 _FILESYSTEMS: dict[str, tuple] = {}

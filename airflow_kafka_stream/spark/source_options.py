@@ -42,6 +42,9 @@ How to read:
   ``drainPath``          directory URL (any fsspec URL) of the graceful-stop handshake: when
                          ``<drainPath>/stop`` exists the source plans no new batch and writes
                          ``<drainPath>/drained.json``.
+  ``startOffsetsPath``   file URL (any fsspec URL) where a fresh start writes the offsets it resolved
+                         (``{"offsets": {...}, "starting": kind, "at": iso time}``): a Python source's
+                         checkpoint keeps no record of where the query first started.
   ``kafka.<name>``       passed to the confluent-kafka (librdkafka) client as ``<name>``;
                          ``kafka.bootstrap.servers`` is required. Values are never logged.
 """
@@ -89,6 +92,7 @@ KNOWN_OPTIONS = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
     "drainPath",
+    "startOffsetsPath",
 )
 
 #: Options of Spark's Kafka source that are accepted and have no effect here.
@@ -166,6 +170,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     drain_path: str | None = None
+    start_offsets_path: str | None = None
     group_id: str | None = None
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
 
@@ -192,6 +197,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
         include_headers=_boolean(opts, "includeHeaders", False),
         drain_path=_text(opts, "drainPath"),
+        start_offsets_path=_text(opts, "startOffsetsPath"),
         group_id=group_id,
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
     )

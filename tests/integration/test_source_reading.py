@@ -118,13 +118,21 @@ def _end_offsets(query) -> dict:
 def test_latest_then_restart_reads_only_new_records(spark, kafka_bootstrap, topic, tmp_path):
     """latest resolves to the end offsets; the restart resumes there even though startingOffsets says earliest."""
     checkpoint = str(tmp_path / "ckpt")
-    rows, query = run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=topic), checkpoint)
+    record = tmp_path / "start.json"
+    fresh = stream(spark, kafka_bootstrap, subscribe=topic, startOffsetsPath=str(record))
+    rows, query = run_available_now(spark, fresh, checkpoint)
     assert rows == []
+    written = json.loads(record.read_text())
+    assert (written["offsets"], written["starting"]) == ({topic: {"0": 5, "1": 3}}, "latest")
+    record.unlink()
     produce(kafka_bootstrap, topic, [(None, "a5")], partition=0)
     produce(kafka_bootstrap, topic, [(None, "b3")], partition=1)
-    restarted = stream(spark, kafka_bootstrap, subscribe=topic, startingOffsets="earliest")
+    restarted = stream(
+        spark, kafka_bootstrap, subscribe=topic, startingOffsets="earliest", startOffsetsPath=str(record)
+    )
     rows, query = run_available_now(spark, restarted, checkpoint)
     assert values(rows) == [(0, b"a5"), (1, b"b3")]
+    assert not record.exists()  # a restart resolves no start position
     assert _end_offsets(query) == {topic: {"0": 6, "1": 4}}
 
 
