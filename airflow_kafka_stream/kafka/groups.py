@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, KafkaAccessError
+from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
+from airflow_kafka_stream.kafka.clients import consumer as new_consumer
 from airflow_kafka_stream.kafka.metadata import check_partitions_exist
 
 log = logging.getLogger(__name__)
@@ -48,15 +49,6 @@ _IN_USE_CODES = frozenset(
 )
 
 
-def _servers(config: Mapping[str, object]) -> str:
-    servers = config.get("bootstrap.servers")
-    if not servers:
-        raise InvalidInputError(
-            "config['bootstrap.servers'] must be provided (the Kafka brokers to connect to, e.g. 'host:9092')"
-        )
-    return str(servers)
-
-
 def _check_group(group: str) -> None:
     if not group or not isinstance(group, str):
         raise InvalidInputError("a consumer group id is needed; set the job's kafka.group.id")
@@ -68,8 +60,8 @@ def group_state(config: Mapping[str, object], group: str, timeout: float = 10.0)
     A group that never existed reads as Empty on tansu and Dead on Kafka.
     """
     _check_group(group)
-    admin = AdminClient(dict(config))
-    servers = _servers(config)
+    admin = admin_client(config)
+    servers = bootstrap_servers(config)
     try:
         description = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 5)
     except (KafkaException, TimeoutError) as exc:
@@ -93,7 +85,7 @@ def alter_group_offsets(
     _check_group(group)
     wanted = _checked_offsets(offsets)
     check_partitions_exist(config, wanted, timeout)  # a broker may accept offsets for partitions it lacks
-    admin = AdminClient(dict(config))
+    admin = admin_client(config)
     request = ConsumerGroupTopicPartitions(group, _kafka_partitions(wanted))
     try:
         answer = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group].result(timeout + 5)
@@ -102,7 +94,7 @@ def alter_group_offsets(
         raise  # pragma: no cover - _raise_refusal always raises
     except TimeoutError as exc:
         raise KafkaAccessError(
-            f"altering the offsets of group {group!r} at {_servers(config)} timed out after {timeout}s; "
+            f"altering the offsets of group {group!r} at {bootstrap_servers(config)} timed out after {timeout}s; "
             "some partitions may have changed: check with verify, then retry"
         ) from exc
     _check_answer(config, group, wanted, answer.topic_partitions, "alter")
@@ -121,8 +113,8 @@ def commit_offsets(
     wanted = _checked_offsets(offsets)
     settings = dict(config)
     settings.update({"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False})
-    _servers(settings)
-    consumer = Consumer(settings)
+    bootstrap_servers(settings)
+    consumer = new_consumer(settings)
     try:
         answer = consumer.commit(offsets=_kafka_partitions(wanted), asynchronous=False)
     except KafkaException as exc:
@@ -168,6 +160,6 @@ def _raise_refusal(config, group: str, wanted: PartitionOffsets, errors: Mapping
             "expire), check that the group state is Empty, then retry"
         )
     raise KafkaAccessError(
-        f"Kafka at {_servers(config)} refused to {verb} the offsets of consumer group {group!r} ({outcome}); "
+        f"Kafka at {bootstrap_servers(config)} refused to {verb} the offsets of consumer group {group!r} ({outcome}); "
         "check that this principal may READ the group and the topics, then retry"
     )

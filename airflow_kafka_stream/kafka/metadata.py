@@ -30,6 +30,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
+from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
+from airflow_kafka_stream.kafka.clients import consumer as new_consumer
 
 log = logging.getLogger(__name__)
 
@@ -41,33 +43,24 @@ _NO_OFFSET = -1001
 _MAX_REFINE_RECORDS = 100_000
 
 
-def _bootstrap(config: Mapping[str, object]) -> str:
-    servers = config.get("bootstrap.servers")
-    if not servers:
-        raise InvalidInputError(
-            "config['bootstrap.servers'] must be provided (the Kafka brokers to connect to, e.g. 'host:9092')"
-        )
-    return str(servers)
-
-
 def _admin(config: Mapping[str, object]) -> AdminClient:
     """An admin client for this config, reused across calls: a streaming source asks every trigger."""
-    _bootstrap(config)
+    bootstrap_servers(config)
     settings = tuple(sorted(config.items(), key=lambda item: str(item[0])))
     try:
         return _cached_admin(settings)
     except TypeError:  # an unhashable setting value: no caching
-        return AdminClient(dict(config))
+        return admin_client(config)
 
 
 @functools.lru_cache(maxsize=8)
 def _cached_admin(settings: tuple[tuple[str, object], ...]) -> AdminClient:
-    return AdminClient(dict(settings))
+    return admin_client(dict(settings))
 
 
 def _access_error(config: Mapping[str, object], what: str, exc: BaseException) -> KafkaAccessError:
     return KafkaAccessError(
-        f"Kafka at {_bootstrap(config)} could not {what}: {exc}; check that the brokers are reachable from here, "
+        f"Kafka at {bootstrap_servers(config)} could not {what}: {exc}; check that the brokers are reachable from here, "
         "that bootstrap.servers is right and that the security settings (kafka.security.protocol, kafka.sasl.*) "
         "allow this client"
     )
@@ -85,7 +78,7 @@ def _all_topics(config: Mapping[str, object], timeout: float) -> dict[str, int]:
         if topic.error is not None:
             if topic.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 raise KafkaAccessError(
-                    f"not authorized to describe topic {name!r} at {_bootstrap(config)}; grant this principal "
+                    f"not authorized to describe topic {name!r} at {bootstrap_servers(config)}; grant this principal "
                     "DESCRIBE and READ on the topic"
                 )
             continue
@@ -123,7 +116,7 @@ def list_topic_partitions(
     missing = [name for name in wanted if name not in available]
     if missing:
         raise InvalidInputError(
-            f"topic(s) {', '.join(missing)} do not exist at {_bootstrap(config)}; create them first or fix the "
+            f"topic(s) {', '.join(missing)} do not exist at {bootstrap_servers(config)}; create them first or fix the "
             f"topic names (existing topics: {_sample(available)})"
         )
     return {name: available[name] for name in wanted}
@@ -255,7 +248,7 @@ def _scan_for_timestamps(
             if time.monotonic() > deadline:
                 raise KafkaAccessError(
                     f"could not read {', '.join(str(tp) for tp in starts if tp not in result)} at "
-                    f"{_bootstrap(config)} within {timeout}s to resolve offsets for times; retry, or give offsets "
+                    f"{bootstrap_servers(config)} within {timeout}s to resolve offsets for times; retry, or give offsets "
                     "instead of times"
                 )
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
@@ -289,7 +282,7 @@ def _throwaway_consumer(config: Mapping[str, object]) -> Consumer:
             "enable.partition.eof": False,
         }
     )
-    return Consumer(settings)
+    return new_consumer(settings)
 
 
 def committed_offsets(
@@ -313,7 +306,7 @@ def committed_offsets(
     for ktp in answer.topic_partitions:
         if ktp.error is not None:
             raise KafkaAccessError(
-                f"Kafka at {_bootstrap(config)} refused the committed offset of group {group!r} for "
+                f"Kafka at {bootstrap_servers(config)} refused the committed offset of group {group!r} for "
                 f"{ktp.topic}:{ktp.partition}: {ktp.error}; check the group's ACLs (DESCRIBE on the group)"
             )
         tp = TopicPartition(ktp.topic, ktp.partition)

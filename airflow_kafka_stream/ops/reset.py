@@ -176,14 +176,18 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
                                     storage_options=ctx.storage_options)
             outcome.update(checkpoint=ctx.checkpoint_url, batch_id=appended.batch_id)
         record["after"] = outcome
-        outcome["group"] = _move_group(ctx, targets)
-        outcome["verified"], outcome["verification"] = _verify(ctx, targets, drop_state)
+        # The group moves only where the scope says, as kafka-consumer-groups.sh would move it.
+        changes = the_plan.changes()
+        outcome["group"] = _move_group(ctx, changes)
+        outcome["verified"], outcome["verification"] = _verify(ctx, targets, changes, drop_state)
         return outcome
 
 
 def _move_group(ctx: JobContext, targets: PartitionOffsets) -> dict[str, Any]:
     if not ctx.group:
         return {"moved": False, "reason": "no consumer group known for this job"}
+    if not targets:
+        return {"moved": False, "reason": "no partition in scope changes"}
     try:
         alter_group_offsets(ctx.require_kafka(), ctx.group, targets)
     except (JobStateError, KafkaAccessError) as exc:
@@ -195,16 +199,17 @@ def _move_group(ctx: JobContext, targets: PartitionOffsets) -> dict[str, Any]:
     return {"moved": True, "group": ctx.group}
 
 
-def _verify(ctx: JobContext, targets: PartitionOffsets, drop_state: bool) -> tuple[bool, list[str]]:
-    """Re-read checkpoint and group and compare them with the targets."""
+def _verify(ctx: JobContext, targets: PartitionOffsets, changes: PartitionOffsets,
+            drop_state: bool) -> tuple[bool, list[str]]:
+    """Re-read checkpoint and group: the checkpoint holds every target, the group every change."""
     problems: list[str] = []
     if not drop_state:
         now_at = position(ctx).source_offsets(0)
         problems += [f"checkpoint {tp}: {now_at.get(tp)} != {off}" for tp, off in targets.items()
                      if now_at.get(tp) != off]
-    if ctx.group:
-        group = committed_offsets(ctx.require_kafka(), ctx.group, list(targets))
-        problems += [f"group {tp}: {group.get(tp)} != {off}" for tp, off in targets.items() if group.get(tp) != off]
+    if ctx.group and changes:
+        group = committed_offsets(ctx.require_kafka(), ctx.group, list(changes))
+        problems += [f"group {tp}: {group.get(tp)} != {off}" for tp, off in changes.items() if group.get(tp) != off]
     return not problems, problems
 
 

@@ -357,8 +357,6 @@ def test_every_case_names_a_reason():
     assert all(case.reason and case.phrase for case in CASES.values())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: kafka/metadata._admin builds AdminClient(dict(config)) without a logger, "
-                   "so librdkafka prints every reconnect (~190 '%3|...|FAIL|' lines in 10 s) to stderr")
 def test_unreachable_broker_stderr_is_the_error_only(base, tmp_path):
     job = base["job"].copy(tmp_path / "home")
     proc = cli_subprocess("verify", "--job-home", str(job.home), "--bootstrap-server", "127.0.0.1:1", timeout=30)

@@ -205,8 +205,6 @@ def test_scope_partition_leaves_other_partitions(capsys, world, job):
         assert after[tp] == before[tp], f"{tp} is out of scope"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: ops/reset.execute moves the group with plan.checkpoint_offsets() "
-                   "(every partition) instead of plan.changes() (in scope only)")
 def test_scope_leaves_the_group_of_other_partitions_alone(capsys, world, job):
     """kafka-consumer-groups.sh semantics: out-of-scope partitions keep their committed offsets."""
     a1, b0 = TopicPartition(world["a"], 1), TopicPartition(world["b"], 0)
