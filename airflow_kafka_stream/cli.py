@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("checkpoint", help="show a checkpoint's position, or check it with fsck")
-    p.add_argument("action", nargs="?", choices=["position", "fsck"], default="position")
+    p = sub.add_parser("checkpoint", help="show a checkpoint's position, check it (fsck), or repair an "
+                                          "interrupted reset")
+    p.add_argument("action", nargs="?", choices=["position", "fsck", "repair"], default="position")
     _job_args(p, kafka=False)
     p.set_defaults(handler=_cmd_checkpoint)
 
@@ -171,6 +172,12 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import inspect
 
     ctx = _context(args)
+    if args.action == "repair":
+        result = inspect.repair(ctx)
+        what = result["interrupted_reset"] or "nothing to repair"
+        _emit(args, result, f"{result['checkpoint']}: interrupted reset {what}" if result["interrupted_reset"]
+              else f"{result['checkpoint']}: {what}")
+        return EXIT_OK
     if args.action == "fsck":
         report = inspect.fsck(ctx)
         _emit(args, inspect.fsck_dict(report), report.render())

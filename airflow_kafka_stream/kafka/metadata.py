@@ -53,6 +53,11 @@ def _admin(config: Mapping[str, object]) -> AdminClient:
         return admin_client(config)
 
 
+def forget_clients() -> None:
+    """Close the reused admin clients (the next call connects afresh, as a new process would)."""
+    _cached_admin.cache_clear()
+
+
 @functools.lru_cache(maxsize=8)
 def _cached_admin(settings: tuple[tuple[str, object], ...]) -> AdminClient:
     return admin_client(dict(settings))

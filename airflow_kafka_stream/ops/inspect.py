@@ -21,6 +21,27 @@ def fsck(ctx: JobContext) -> FsckReport:
     return fsck_checkpoint(ctx.checkpoint_url, ctx.storage_options)
 
 
+def repair(ctx: JobContext) -> dict[str, Any]:
+    """Complete or roll back an offset reset that a crash interrupted; report abandoned generations.
+
+    The job runtime and every control-plane operation do this themselves before
+    they touch the checkpoint; this is for a checkpoint Spark is started on directly.
+    """
+    from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+    from airflow_kafka_stream.ops.operation import recorded_operation
+
+    def work() -> dict[str, Any]:
+        outcome = recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options)
+        abandoned = ctx.home.abandoned_generations() if ctx.home is not None else []
+        return {"checkpoint": ctx.checkpoint_url, "interrupted_reset": outcome, "abandoned_generations": abandoned}
+
+    if ctx.home is None:
+        return work()
+    with recorded_operation(ctx.home, "repair", {"checkpoint": ctx.checkpoint_url}) as record:
+        record["after"] = result = work()
+        return result
+
+
 def fsck_dict(report: FsckReport) -> dict[str, Any]:
     return {"checkpoint": report.url, "ok": report.ok,
             "findings": [{"severity": f.severity.value, "path": f.path, "message": f.message}

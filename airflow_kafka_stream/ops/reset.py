@@ -72,7 +72,12 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
         return ResetStrategy.to_recorded(manifest.source_offsets(0), label=f"savepoint {manifest.savepoint_id}")
     value = request.value
     if request.strategy == "from-file":
-        value = _read_text(value or "")
+        if not value:
+            raise InvalidInputError("--from-file needs a CSV file (topic,partition,offset), e.g. one written by --export")
+        text = _read_text(value)
+        if not text.strip():
+            raise InvalidInputError(f"reset file {value} is empty; it needs topic,partition,offset lines")
+        return ResetStrategy.from_file(text, source=value)
     if request.strategy == "to-offset" and value and "=" in value:
         value = _offset_assignments_json(value)
     return parse_strategy(request.strategy, value, now=now, timezone=request.timezone)

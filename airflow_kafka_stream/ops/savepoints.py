@@ -24,7 +24,7 @@ from airflow_kafka_stream.checkpoint.savepoints import (
     sink_batch_log,
     validate_savepoint,
 )
-from airflow_kafka_stream.core.checkpoint_log import RESTORE_MARKER
+from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.reset_plan import parse_duration
 from airflow_kafka_stream.core.savepoint_manifest import Manifest
@@ -71,14 +71,26 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
     """Create a savepoint; the caller holds the job lock and knows the job is stopped."""
     now = now or datetime.now(UTC)
     checkpoint = home.checkpoint_url()
+    recover_incomplete_append(checkpoint, home.storage_options)  # a crashed reset is finished or undone first
     pos = read_position(checkpoint, home.storage_options)
     if pos.batch_id is None:
         raise JobStateError(f"{checkpoint} has no committed batch yet: there is nothing to save")
     version = app_version or str(home.spec().get("version") or "unknown")
     savepoint_id = new_savepoint_id(pos.batch_id, now)
+    taken = {m.rstrip("/").rsplit("/", 1)[-1] for m in _existing(home)}
+    base, n = savepoint_id, 2
+    while savepoint_id in taken:  # two savepoints of one batch within a second
+        savepoint_id, n = f"{base}-{n}", n + 1
     manifest = create_savepoint(checkpoint, home.savepoint_url(savepoint_id), version, now,
                                 spark_version=_spark_version(), storage_options=home.storage_options)
     return manifest_dict(manifest)
+
+
+def _existing(home: JobHome) -> list[str]:
+    try:
+        return home.fs.ls(home.p("savepoints"), detail=False)
+    except FileNotFoundError:
+        return []
 
 
 def create(home: JobHome, app_version: str | None = None, now: datetime | None = None,
@@ -118,23 +130,13 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
             gen, checkpoint = home.new_generation("restore-drop-state", start_offsets=offsets,
                                                   from_savepoint=savepoint_id)
         else:
-            gen, checkpoint = _restore_target(home, savepoint_id)
-            restore_savepoint(url, checkpoint, home.storage_options)
+            gen, checkpoint = home.new_generation(
+                "restore", from_savepoint=savepoint_id,
+                populate=lambda target: restore_savepoint(url, target, home.storage_options))
         result = {"savepoint": manifest_dict(manifest), "generation": gen, "checkpoint": checkpoint,
                   "drop_state": drop_state}
         record["after"] = result
         return result
-
-
-def _restore_target(home: JobHome, savepoint_id: str) -> tuple[int, str]:
-    """The generation to restore into: a new one, or the current one if a restore into it was interrupted."""
-    current = home.current_generation()
-    if current is not None:
-        info = home.generation_info(current) or {}
-        marker = f"{home.p('checkpoints', f'{current:04d}')}/{RESTORE_MARKER}"
-        if info.get("reason") == "restore" and home.fs.exists(marker):
-            return current, home.checkpoint_url(current)
-    return home.new_generation("restore", from_savepoint=savepoint_id)
 
 
 def restore_text(result: dict[str, Any]) -> str:

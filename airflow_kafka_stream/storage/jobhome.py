@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,8 @@ from airflow_kafka_stream.storage.files import (
 )
 
 GENERATION_WIDTH = 4
+
+log = logging.getLogger(__name__)
 
 
 def utc_now() -> datetime:
@@ -114,12 +117,24 @@ class JobHome:
 
     # -- checkpoint generations ----------------------------------------------------------------
     def generations(self) -> list[int]:
-        """Existing checkpoint generation numbers, ascending."""
+        """Complete checkpoint generations, ascending: those whose generations/NNNN.json exists.
+
+        The record is written last, so a generation whose creation was interrupted
+        (a restore killed mid-copy) never becomes current.
+        """
+        return sorted(n for n in self._numbers("generations", ".json"))
+
+    def _numbers(self, directory: str, suffix: str = "") -> set[int]:
         try:
-            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(self.p("checkpoints"), detail=False)]
+            names = [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(self.p(directory), detail=False)]
         except FileNotFoundError:
-            return []
-        return sorted(int(n) for n in names if n.isdigit())
+            return set()
+        stems = (n[: -len(suffix)] if suffix and n.endswith(suffix) else n for n in names)
+        return {int(stem) for stem in stems if stem.isdigit()}
+
+    def abandoned_generations(self) -> list[int]:
+        """Checkpoint directories whose generation was never completed (interrupted restores)."""
+        return sorted(self._numbers("checkpoints") - set(self.generations()))
 
     def current_generation(self) -> int | None:
         gens = self.generations()
@@ -137,11 +152,25 @@ class JobHome:
     def generation_info(self, generation: int) -> dict[str, Any] | None:
         return read_json(self.fs, self.p("generations", f"{generation:0{GENERATION_WIDTH}d}.json"))
 
-    def new_generation(self, reason: str, start_offsets: dict | None = None,
-                       from_savepoint: str | None = None) -> tuple[int, str]:
-        """Create the next (empty) checkpoint generation and record how it starts."""
-        gen = (self.current_generation() or 0) + 1
+    def new_generation(self, reason: str, start_offsets: dict | str | None = None,
+                       from_savepoint: str | None = None,
+                       populate: Callable[[str], None] | None = None) -> tuple[int, str]:
+        """Create the next checkpoint generation and make it current.
+
+        ``populate`` fills the new checkpoint directory (a restore copies a
+        savepoint into it); the generation record is written only after it
+        returns, so a crash meanwhile leaves the previous generation current.
+        """
+        taken = self._numbers("checkpoints") | set(self.generations())
+        gen = max(taken, default=0) + 1
         name = f"{gen:0{GENERATION_WIDTH}d}"
+        self.fs.makedirs(self.p("checkpoints", name), exist_ok=True)
+        if not is_local(self.fs):
+            # Object stores have no empty directories: a marker keeps the number taken.
+            self.fs.pipe_file(self.p("checkpoints", name, ".generation"), name.encode())
+        url = self.checkpoint_url(gen)
+        if populate is not None:
+            populate(url)
         info = {
             "generation": gen,
             "created_at": utc_now().isoformat(),
@@ -150,11 +179,7 @@ class JobHome:
             "from_savepoint": from_savepoint,
         }
         write_atomic(self.fs, self.p("generations", f"{name}.json"), dump_json(info))
-        self.fs.makedirs(self.p("checkpoints", name), exist_ok=True)
-        if not is_local(self.fs):
-            # Object stores have no empty directories: a marker keeps the generation visible.
-            self.fs.pipe_file(self.p("checkpoints", name, ".generation"), name.encode())
-        return gen, self.checkpoint_url(gen)
+        return gen, url
 
     # -- savepoints ------------------------------------------------------------------------------
     @property
@@ -197,8 +222,9 @@ class JobHome:
     @contextmanager
     def lock(self, operation: str, holder: str | None = None) -> Iterator[dict[str, Any]]:
         """Hold the job's exclusive control-plane lock for one operation."""
-        info = {"operation": operation, "holder": holder or who_am_i(), "acquired_at": utc_now().isoformat()}
-        if not create_exclusive(self.fs, self.p("lock"), dump_json(info)):
+        info = {"operation": operation, "holder": holder or who_am_i(), "acquired_at": utc_now().isoformat(),
+                "host": socket.gethostname(), "pid": os.getpid()}
+        if not self._acquire(info):
             held = self.read_lock() or {}
             raise JobStateError(
                 f"job home {self.url} is locked by {held.get('holder', '?')} for "
@@ -214,8 +240,38 @@ class JobHome:
             except FileNotFoundError:
                 pass
 
+    def _acquire(self, info: dict[str, Any]) -> bool:
+        """Create the lock file; break it first when its holder is a dead process of this host."""
+        if create_exclusive(self.fs, self.p("lock"), dump_json(info)):
+            return True
+        held = self.read_lock() or {}
+        if not _holder_is_dead(held):
+            return False
+        log.warning("breaking the lock of %s left by %s for %s: its process %s on this host is gone", self.url,
+                    held.get("holder"), held.get("operation"), held.get("pid"))
+        if self.read_lock() == held:  # narrow the window in which two breakers could both succeed
+            self.fs.rm(self.p("lock"))
+        return create_exclusive(self.fs, self.p("lock"), dump_json(info))
+
     def force_unlock(self) -> dict[str, Any] | None:
         held = self.read_lock()
         if held is not None:
             self.fs.rm(self.p("lock"))
         return held
+
+
+def _holder_is_dead(held: dict[str, Any]) -> bool:
+    """Whether a lock was left by a process of this host that no longer exists.
+
+    Locks of other hosts cannot be judged from here: they need `unlock`.
+    """
+    pid = held.get("pid")
+    if held.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

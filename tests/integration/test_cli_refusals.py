@@ -170,7 +170,7 @@ CASES = {
                               recorded="reset"),
     "csv-unknown-partition": Case((*RESET, "--from-file", "{tmp}/plan.csv", X), "99",
                                   "partition 99 does not exist", setup=csv_file("{topic},99,1\n"), recorded="reset"),
-    "csv-empty": Case((*RESET, "--from-file", "{tmp}/plan.csv", X), "from-file needs a value", "an empty plan",
+    "csv-empty": Case((*RESET, "--from-file", "{tmp}/plan.csv", X), "plan.csv is empty", "an empty plan",
                       setup=csv_file("\n"), recorded="reset"),
     "csv-missing-file": Case((*RESET, "--from-file", "{tmp}/nope.csv", X), "does not exist",
                              "the file is not there", recorded="reset"),
