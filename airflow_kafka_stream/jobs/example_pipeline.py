@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 
+from airflow_kafka_stream.ops.context import read_properties
 from airflow_kafka_stream.spark.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
 
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
     parser.add_argument("--drain-timeout-seconds", type=float, default=300.0)
     parser.add_argument("--cores", default="2", help="local[N] cores when not run by spark-submit")
+    parser.add_argument("--command-config", help="Kafka client properties file (security settings and secrets "
+                        "stay out of the process arguments)")
     parser.add_argument("--app-version", default="1", help="application version recorded in job.json and savepoints")
     return parser.parse_args(argv)
 
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         heartbeat_seconds=args.heartbeat_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,
+        kafka_options=read_properties(args.command_config) if args.command_config else {},
         app_version=args.app_version,
         sink_path=args.output,
     )
