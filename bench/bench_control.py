@@ -74,13 +74,9 @@ def median_seconds(action, fresh_clients: bool = True) -> float:
 
 
 def main() -> int:
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        from airflow_kafka_stream.devstack.broker import start_local_broker
+    from airflow_kafka_stream.devstack.broker import existing_or_local_broker
 
-        broker = start_local_broker()
-        bootstrap = broker.bootstrap_servers
+    bootstrap, broker = existing_or_local_broker()
     try:
         config = {"bootstrap.servers": bootstrap}
         run = uuid.uuid4().hex[:8]

@@ -79,13 +79,9 @@ def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: st
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        from airflow_kafka_stream.devstack.broker import start_local_broker
+    from airflow_kafka_stream.devstack.broker import existing_or_local_broker
 
-        broker = start_local_broker()
-        bootstrap = broker.bootstrap_servers
+    bootstrap, broker = existing_or_local_broker()
     from airflow_kafka_stream.spark.session import local_session
     from tests.kafka_utils import unique
 

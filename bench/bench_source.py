@@ -182,15 +182,10 @@ def rate_source_rate(spark, checkpoints: str) -> float:
 
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from airflow_kafka_stream.devstack.broker import existing_or_local_broker
     from airflow_kafka_stream.spark.session import local_session
 
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        from airflow_kafka_stream.devstack.broker import start_local_broker
-
-        broker = start_local_broker()
-        bootstrap = broker.bootstrap_servers
+    bootstrap, broker = existing_or_local_broker()
     spark = None
     try:
         topic = f"bench-{uuid.uuid4().hex[:8]}"

@@ -107,6 +107,15 @@ def start_local_broker(port: int | None = None, storage: str = "memory://tansu/"
     raise StreamError(f"local broker did not answer on port {port} within {timeout}s")
 
 
+def existing_or_local_broker() -> tuple[str, LocalBroker | None]:
+    """Bootstrap servers from KAFKA_BOOTSTRAP_SERVERS, or of a local broker started now (stop it after)."""
+    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if given:
+        return given, None
+    broker = start_local_broker()
+    return broker.bootstrap_servers, broker
+
+
 def _answers_metadata(bootstrap: str) -> bool:
     from confluent_kafka.admin import AdminClient
 
