@@ -31,6 +31,10 @@ def job_is_running(home: JobHome, now: datetime | None = None,
     status = home.status()
     if status is None:
         return False, None
+    # A job configured with a slow heartbeat must not look dead between two beats.
+    interval = status.get("heartbeat_interval_seconds")
+    if isinstance(interval, int | float) and not isinstance(interval, bool):
+        max_age = max(max_age, 4 * float(interval))
     return is_alive(status, now or utc_now(), max_age), status
 
 
