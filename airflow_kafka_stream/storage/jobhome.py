@@ -164,10 +164,8 @@ class JobHome:
         taken = self._numbers("checkpoints") | set(self.generations())
         gen = max(taken, default=0) + 1
         name = f"{gen:0{GENERATION_WIDTH}d}"
+        # On object stores this creates nothing; an interrupted restore's partial files keep the number taken.
         self.fs.makedirs(self.p("checkpoints", name), exist_ok=True)
-        if not is_local(self.fs):
-            # Object stores have no empty directories: a marker keeps the number taken.
-            self.fs.pipe_file(self.p("checkpoints", name, ".generation"), name.encode())
         url = self.checkpoint_url(gen)
         if populate is not None:
             populate(url)
