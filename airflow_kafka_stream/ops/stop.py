@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Any
 
-from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -24,6 +24,8 @@ def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app
     request is withdrawn (so the job does not stop later by surprise) and
     JobStateError is raised.
     """
+    if not timeout > 0:
+        raise InvalidInputError(f"--timeout must be a positive number of seconds, got {timeout}")
     with recorded_operation(home, "stop", {"timeout": timeout, "savepoint": savepoint}, by=by) as record:
         running, status = job_is_running(home)
         record["before"] = _summary(status)
@@ -86,9 +88,15 @@ def _summary(status: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def stop_text(result: dict[str, Any]) -> str:
+    if result["was_running"]:
+        head = f"job {result['job_home']}: stopped (state {result['state']})"
+    elif result["state"] in FINAL_STATES:
+        head = f"job {result['job_home']}: was not running (state {result['state']})"
+    else:
+        head = (f"job {result['job_home']}: was not running, but its last status says {result['state']} with a "
+                "stale heartbeat: the driver probably died; check its log before restoring or resetting")
     lines = [
-        f"job {result['job_home']}: {'stopped' if result['was_running'] else 'was not running'} "
-        f"(state {result['state']})",
+        head,
         f"last committed batch: {result['batch_id']}",
         f"offsets: {result['offsets']}",
     ]
