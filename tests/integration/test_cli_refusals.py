@@ -230,6 +230,10 @@ CASES = {
     "prune-keep-last-0": Case(("savepoint", "prune", *H, "--keep-last", "0"), "at least 1",
                               "pruning must keep the newest"),
     "prune-nothing-to-keep-by": Case(("savepoint", "prune", *H), "--keep-last", "prune needs a retention rule"),
+    "stop-negative-timeout": Case(("stop", *H, "--timeout", "-1"), "--timeout must be a positive",
+                                  "a wait that cannot last"),
+    "verify-bad-stall-threshold": Case(("verify", *H, "--stall-threshold", "10m"), "ISO 8601",
+                                       "durations are ISO 8601, like PT10M"),
     # state and sinks
     "drop-state-file-sink": Case((*RESET, "--to-earliest", "--drop-state", "--sink-path", "{sink}", X),
                                  "_spark_metadata", "a fresh checkpoint restarts batch ids the sink already logged",
