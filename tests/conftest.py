@@ -6,6 +6,7 @@ cluster instead of the embedded broker; topics get unique names either way.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# py4j logs at INFO from __del__ at interpreter exit, after pytest closed its log streams.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 # Spark's Python workers must run this environment's interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
