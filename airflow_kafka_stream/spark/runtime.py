@@ -312,6 +312,8 @@ class StreamRuntime:
             options["maxOffsetsPerTrigger"] = str(self.config.max_offsets_per_trigger)
         options.update({k: str(v) for k, v in self.config.source_options.items()})
         options["drainPath"] = self.home.control_url
+        # The checkpoint keeps no record of where a fresh start began; the source writes it here.
+        options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
         return options
 
     def read_stream(self):

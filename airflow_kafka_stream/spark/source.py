@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
-from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -56,6 +54,7 @@ from airflow_kafka_stream.spark.source_options import (
     SourceOptions,
     parse_source_options,
 )
+from airflow_kafka_stream.storage.files import url_to_fs, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -309,17 +308,9 @@ def _now() -> str:
 
 
 def _write_atomically(url: str, body: bytes) -> None:
-    """Readers see the old file or the whole new one: temp + rename locally; object stores write whole objects."""
-    from fsspec.core import url_to_fs
-
+    """Readers see the old file or the whole new one (see storage.files.write_atomic)."""
     fs, path = url_to_fs(url)
-    if isinstance(fs, LocalFileSystem):
-        temp = f"{path}.tmp-{os.getpid()}"
-        with open(temp, "wb") as handle:
-            handle.write(body)
-        os.replace(temp, path)
-    else:
-        fs.pipe_file(path, body)
+    write_atomic(fs, path, body)
 
 
 _FILESYSTEMS: dict[str, tuple] = {}
@@ -328,8 +319,5 @@ _FILESYSTEMS: dict[str, tuple] = {}
 def _filesystem(url: str):
     """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger)."""
     if url not in _FILESYSTEMS:
-        from fsspec.core import url_to_fs
-
-        fs, root = url_to_fs(url)
-        _FILESYSTEMS[url] = (fs, root.rstrip("/"))
+        _FILESYSTEMS[url] = url_to_fs(url)
     return _FILESYSTEMS[url]

@@ -44,6 +44,8 @@ def test_first_start_records_generation_then_control_plane_generation_wins(spark
     assert job.generations() == [1]
     assert job.generation_info(1)["reason"] == "submit"
     assert job.generation_info(1)["start_offsets"] == "earliest"
+    resolved = json.loads((tmp_path / "home" / "generations" / "0001.start.json").read_text())
+    assert resolved["offsets"] == {topic: {"0": 0}}, "the source records where 'earliest' resolved to"
     status = read_status(home)
     assert status["state"] == "STOPPED" and status["last_offsets"] == {topic: {"0": 6}}
     assert status["group_commits"]["failures"] == 0
