@@ -6,9 +6,10 @@ Kafka's `kafka-consumer-groups.sh`: reset is a dry run unless told
 secrets) come from a properties file given with `--command-config`, never
 from arguments.
 
-Exit codes: 0 success; 1 problems found (verify, fsck) or an unexpected
-failure; 2 the operation was refused (bad input, job running, lock held,
-broker unreachable) and nothing was changed.
+Exit codes: 0 success; 1 problems found (verify, fsck), or an operation that
+changed something and could not finish (the message says how to finish); 2
+the operation was refused (bad input, job running, lock held, broker
+unreachable) and nothing was changed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.errors import OperationIncompleteError, StreamError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED = 0, 1, 2
 
@@ -261,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return args.handler(args)
+    except OperationIncompleteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
     except StreamError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED

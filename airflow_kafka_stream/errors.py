@@ -2,8 +2,10 @@
 
 Every error says what is wrong (topic, partition, offset or path involved) and
 how to get out of it. The CLI maps :class:`InvalidInputError` to exit code 2 and
-every other :class:`StreamError` to exit code 1; the Airflow layer turns them
-into task failures.
+the other refusals (job running, lock held, broker unreachable, damaged
+checkpoint) to exit code 2 as well, since nothing was changed; only
+:class:`OperationIncompleteError` (something changed, then the operation could
+not finish) exits 1. The Airflow layer turns them into task failures.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class DataLossError(StreamError):
 
 class JobStateError(StreamError):
     """The job is in a state that forbids the operation (running, locked, in flight)."""
+
+
+class OperationIncompleteError(StreamError):
+    """An operation changed something and could not finish; the message says what holds now and how to finish."""
 
 
 class SavepointError(StreamError):

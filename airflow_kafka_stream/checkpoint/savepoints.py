@@ -35,7 +35,6 @@ from airflow_kafka_stream.core.checkpoint_log import (
     is_temp_name,
     state_file_version,
 )
-from airflow_kafka_stream.core.offsets import PartitionOffsets
 from airflow_kafka_stream.core.retention import expired_savepoints
 from airflow_kafka_stream.core.savepoint_manifest import (
     MANIFEST,
@@ -105,7 +104,7 @@ def create_savepoint(
     hook = step_hook or (lambda _step: None)
     position = read_position(checkpoint_url, storage_options)
     if position.incomplete_append is not None:
-        raise JobStateError(f"{checkpoint_url}: an offset append was interrupted; run recover_incomplete_append first")
+        raise JobStateError(f"{checkpoint_url}: an offset append was interrupted; run `airflow-kafka-stream checkpoint repair` first")
     if position.in_flight_batch_id is not None:
         raise JobStateError(
             f"{checkpoint_url}: batch {position.in_flight_batch_id} is in flight, so the checkpoint is not "
@@ -265,11 +264,6 @@ def _restore_order(manifest: Manifest) -> list[str]:
     return others + sorted(logs, key=lambda path: (int(path.rsplit("/", 1)[-1]), path))
 
 
-def savepoint_offsets(manifest: Manifest, source_index: int = 0) -> PartitionOffsets:
-    """The offsets a fresh checkpoint should start from when restoring without state (drop state)."""
-    return manifest.source_offsets(source_index)
-
-
 def sink_batch_log(sink_path: str, storage_options: dict | None = None) -> bool:
     """Whether ``sink_path`` is a file sink output with its own batch log (``_spark_metadata``).
 
@@ -278,3 +272,11 @@ def sink_batch_log(sink_path: str, storage_options: dict | None = None) -> bool:
     """
     fs, root = open_fs(sink_path, storage_options)
     return is_dir(fs, join(root, "_spark_metadata"))
+
+
+def sink_log_latest_batch(sink_path: str, storage_options: dict | None = None) -> int | None:
+    """The newest batch id in a file sink's ``_spark_metadata`` log (``N`` or ``N.compact``), None if none."""
+    fs, root = open_fs(sink_path, storage_options)
+    ids = [int(name.split(".")[0]) for name in list_names(fs, join(root, "_spark_metadata"))
+           if name.split(".")[0].isdigit() and name.count(".") <= 1 and not name.startswith(".")]
+    return max(ids, default=None)

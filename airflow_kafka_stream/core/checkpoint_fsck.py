@@ -169,8 +169,8 @@ def interrupted_operations(root: str, has_append_journal: bool, has_restore_mark
             Finding(
                 Severity.ERROR,
                 f"{root}/_append_in_progress.json",
-                "an offset append was interrupted; run recover_incomplete_append (the next reset does it too) "
-                "before starting the query",
+                "an offset append was interrupted; run `airflow-kafka-stream checkpoint repair` (the next reset "
+                "or job start does it too) before starting the query",
             )
         )
     if has_restore_marker:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from airflow_kafka_stream.errors import JobStateError, KafkaAccessError
+from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
 
 log = logging.getLogger(__name__)
@@ -19,23 +19,20 @@ log = logging.getLogger(__name__)
 #: A heartbeat older than this means the job is not running (it refreshes every few seconds).
 DEFAULT_MAX_HEARTBEAT_AGE = 30.0
 
-ACTIVE_GROUP_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE", "PREPARINGREBALANCE",
-                       "COMPLETINGREBALANCE", "ASSIGNING", "RECONCILING"}
+#: Group states that prove nothing about emptiness: members may be joining.
+UNPROVEN_GROUP_STATES = {"Unknown"}
 
 
 def job_is_running(home: JobHome, now: datetime | None = None,
                    max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
     """Whether the job's status heartbeat says it runs, and the status read."""
-    from airflow_kafka_stream.spark.status import is_alive
+    from airflow_kafka_stream.spark.status import is_alive, max_heartbeat_age
 
     status = home.status()
     if status is None:
         return False, None
     # A job configured with a slow heartbeat must not look dead between two beats.
-    interval = status.get("heartbeat_interval_seconds")
-    if isinstance(interval, int | float) and not isinstance(interval, bool):
-        max_age = max(max_age, 4 * float(interval))
-    return is_alive(status, now or utc_now(), max_age), status
+    return is_alive(status, now or utc_now(), max_heartbeat_age(status, max_age)), status
 
 
 def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, group: str | None = None,
@@ -52,14 +49,10 @@ def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, g
                 f"{operation} would corrupt it. Stop it first: airflow-kafka-stream stop --job-home {home.url}"
             )
     if kafka_config and group:
-        from airflow_kafka_stream.kafka.groups import group_state
+        from airflow_kafka_stream.kafka.groups import ACTIVE_STATES, group_state
 
-        try:
-            state = str(group_state(kafka_config, group))
-        except KafkaAccessError:
-            raise
-        normalized = state.upper().replace("CONSUMERGROUPSTATE.", "").replace(" ", "_")
-        if normalized in ACTIVE_GROUP_STATES:
+        state = group_state(kafka_config, group)
+        if state in ACTIVE_STATES or state in UNPROVEN_GROUP_STATES:
             raise JobStateError(
                 f"consumer group {group!r} is {state}: some consumer is active in it; {operation} is refused "
                 "while it consumes. Stop that consumer (or the job) and try again"

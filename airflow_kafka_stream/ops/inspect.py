@@ -28,6 +28,7 @@ def repair(ctx: JobContext) -> dict[str, Any]:
     they touch the checkpoint; this is for a checkpoint Spark is started on directly.
     """
     from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+    from airflow_kafka_stream.ops.guard import ensure_not_running
     from airflow_kafka_stream.ops.operation import recorded_operation
 
     def work() -> dict[str, Any]:
@@ -36,8 +37,9 @@ def repair(ctx: JobContext) -> dict[str, Any]:
         return {"checkpoint": ctx.checkpoint_url, "interrupted_reset": outcome, "abandoned_generations": abandoned}
 
     if ctx.home is None:
-        return work()
+        return work()  # a bare checkpoint: the caller vouches that no query runs on it
     with recorded_operation(ctx.home, "repair", {"checkpoint": ctx.checkpoint_url}) as record:
+        ensure_not_running(ctx.home, operation="repairing the checkpoint")
         record["after"] = result = work()
         return result
 
@@ -99,7 +101,8 @@ def position_text(pos: CheckpointPosition) -> str:
     if d["in_flight"]:
         lines.append(f"IN FLIGHT       batch {d['in_flight']['batch_id']} (planned, not committed: Spark re-runs it)")
     if d["interrupted_append"] is not None:
-        lines.append(f"INTERRUPTED     offset append of batch {d['interrupted_append']}: run the reset again")
+        lines.append(f"INTERRUPTED     offset append of batch {d['interrupted_append']}: run `airflow-kafka-stream "
+                     "checkpoint repair` (the next reset or job start does it too)")
     offsets = d["offsets"] or {}
     if offsets:
         lines.append("")

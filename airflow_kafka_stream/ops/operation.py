@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow_kafka_stream.core.redaction import redact
-from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError, StreamError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now, who_am_i
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,9 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
             yield record
         except InvalidInputError as exc:
             record.update(result="refused", error=str(exc))
+            raise
+        except OperationIncompleteError as exc:
+            record.update(result="failed", error=str(exc))
             raise
         except StreamError as exc:
             record.update(result="refused" if record["after"] is None else "failed", error=str(exc))

@@ -18,12 +18,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
-from airflow_kafka_stream.checkpoint.savepoints import sink_batch_log, validate_savepoint
-from airflow_kafka_stream.checkpoint.writer import append_batch
+from airflow_kafka_stream.checkpoint.savepoints import validate_savepoint
+from airflow_kafka_stream.checkpoint.writer import append_batch, recover_incomplete_append
 from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested, topics_of
 from airflow_kafka_stream.core.reset_plan import ResetPlan, ResetStrategy, parse_scope, parse_strategy
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError, KafkaAccessError
+from airflow_kafka_stream.errors import (
+    InvalidInputError,
+    JobStateError,
+    KafkaAccessError,
+    OperationIncompleteError,
+)
 from airflow_kafka_stream.kafka.control_inputs import plan_job_reset
 from airflow_kafka_stream.kafka.groups import alter_group_offsets
 from airflow_kafka_stream.kafka.metadata import committed_offsets
@@ -31,6 +36,7 @@ from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
 from airflow_kafka_stream.storage.files import url_to_fs
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,8 @@ def _read_text(path: str) -> str:
         raise InvalidInputError(f"reset file {path} does not exist; pass the CSV written by --export") from exc
     except UnicodeDecodeError as exc:
         raise InvalidInputError(f"reset file {path} is not UTF-8 text; pass a CSV topic,partition,offset") from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read reset file {path}: {exc}; pass a readable CSV file") from exc
 
 
 def _offset_assignments_json(text: str) -> str:
@@ -124,11 +132,7 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
 
 def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_path: str | None,
                allow_sink_batch_log: bool) -> None:
-    """Every reason to refuse, checked before anything changes."""
-    ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
-    if pos.incomplete_append is not None:
-        log.warning("an earlier reset of batch %s was interrupted; it is completed or rolled back first",
-                    pos.incomplete_append)
+    """Every reason to refuse, checked before anything changes (the job was found stopped before)."""
     if pos.in_flight_batch_id is not None:
         raise JobStateError(
             f"{pos.url}: batch {pos.in_flight_batch_id} is in flight (planned, not committed); the job is running "
@@ -137,12 +141,7 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_
     if drop_state:
         if ctx.home is None:
             raise InvalidInputError("--drop-state starts a new checkpoint generation: it needs --job-home")
-        if sink_path and sink_batch_log(sink_path, ctx.storage_options) and not allow_sink_batch_log:
-            raise JobStateError(
-                f"the sink at {sink_path} keeps its own batch log (_spark_metadata) keyed by batch id; a new "
-                "checkpoint restarts batch ids at 0 and the file sink would silently skip those batches. "
-                "Write to a new output path, or pass --allow-sink-batch-log if you accept that"
-            )
+        ensure_sink_accepts(sink_path, 0, allow_sink_batch_log, ctx.storage_options)
         return
     if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
         raise JobStateError(
@@ -161,6 +160,9 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
     args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
             "drop_state": drop_state, "sink_path": sink_path}
     with recorded_operation(ctx.home, "reset", args, by=by) as record:
+        ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
+        if recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options):
+            log.warning("finished or undid an earlier reset of %s that was interrupted", ctx.checkpoint_url)
         pos = position(ctx)
         the_plan = plan(ctx, request, now, pos)
         record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,
@@ -196,7 +198,7 @@ def _move_group(ctx: JobContext, targets: PartitionOffsets) -> dict[str, Any]:
     try:
         alter_group_offsets(ctx.require_kafka(), ctx.group, targets)
     except (JobStateError, KafkaAccessError) as exc:
-        raise JobStateError(
+        raise OperationIncompleteError(
             f"the checkpoint was reset, but consumer group {ctx.group!r} could not follow: {exc}. The job will "
             "resume at the new offsets; align the group once it is free with `airflow-kafka-stream reset "
             "--to-current --execute`"
@@ -220,8 +222,12 @@ def _verify(ctx: JobContext, targets: PartitionOffsets, changes: PartitionOffset
 
 def export_csv(the_plan: ResetPlan, path: str) -> None:
     fs, p = url_to_fs(path)
-    with fs.open(p, "w") as out:
-        out.write(the_plan.to_csv())
+    try:
+        with fs.open(p, "w") as out:
+            out.write(the_plan.to_csv())
+    except OSError as exc:
+        raise InvalidInputError(f"cannot write the plan to {path}: {exc}; pass --export with a writable file path") \
+            from exc
 
 
 def plan_dict(the_plan: ResetPlan) -> dict[str, Any]:

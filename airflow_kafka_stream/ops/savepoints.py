@@ -21,7 +21,6 @@ from airflow_kafka_stream.checkpoint.savepoints import (
     prune_savepoints,
     read_manifest,
     restore_savepoint,
-    sink_batch_log,
     validate_savepoint,
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
@@ -31,6 +30,7 @@ from airflow_kafka_stream.core.savepoint_manifest import Manifest
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 
@@ -118,14 +118,10 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
         manifest = validate_savepoint(url, home.storage_options)
         record["before"] = {"generation": home.current_generation()}
         sink_path = sink_path or home.spec().get("sink_path")
+        # Dropping state restarts batch ids at 0; keeping it resumes after the savepoint's batch.
+        next_batch = 0 if drop_state else manifest.batch_id + 1
+        ensure_sink_accepts(sink_path, next_batch, allow_sink_batch_log, home.storage_options)
         if drop_state:
-            if sink_path and sink_batch_log(sink_path, home.storage_options) and not allow_sink_batch_log:
-                raise JobStateError(
-                    f"the sink at {sink_path} keeps its own batch log (_spark_metadata) keyed by batch id; a fresh "
-                    "checkpoint restarts batch ids at 0 and the file sink would silently skip those batches. "
-                    "Restore with state (no --drop-state), write to a new output path, or pass "
-                    "--allow-sink-batch-log if you accept that"
-                )
             offsets = to_nested(manifest.source_offsets(0))
             gen, checkpoint = home.new_generation("restore-drop-state", start_offsets=offsets,
                                                   from_savepoint=savepoint_id)

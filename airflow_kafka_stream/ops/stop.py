@@ -9,11 +9,11 @@ from typing import Any
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.spark.status import FINAL_STATES
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
 
-FINAL_STATES = {"STOPPED", "FAILED"}
 
 
 def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app_version: str | None = None,

@@ -178,12 +178,10 @@ class GroupCommitter:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(1.0)
+        closer = getattr(self._commit_fn, "close", None)
+        if callable(closer) and (self._thread is None or not self._thread.is_alive()):
+            closer()  # the commit function's Kafka client; a thread still committing keeps it open
         return flushed
-
-
-def kafka_client_config(options: Mapping[str, Any]) -> dict[str, Any]:
-    """librdkafka settings from Spark-style ``kafka.*`` options (the prefix removed)."""
-    return {key[len("kafka."):]: value for key, value in options.items() if key.startswith("kafka.")}
 
 
 class KafkaGroupCommit:

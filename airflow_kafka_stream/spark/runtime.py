@@ -38,6 +38,7 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
+from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark import status as st
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
@@ -228,16 +229,23 @@ class StreamRuntime:
         if self._prepared:
             return
         self._prepared = True
-        self._refuse_second_driver()
-        self.generation, self.starting_offsets = self._choose_generation()
-        self.checkpoint_location = self.home.checkpoint_url(self.generation)
-        if recover_incomplete_append(self.checkpoint_location, self.config.storage_options):
-            log.warning("job %s: completed or rolled back an interrupted offset reset before starting",
-                        self.config.job_name)
-        committed, offsets, _ = checkpoint_position(self.checkpoint_location, self.config.storage_options)
-        self._record_submission()
-        self._last_batch_id, self._last_offsets = committed, offsets
-        self._clear_stale_control_files()
+        # Under the job lock: a reset or restore in progress must finish first, and once the STARTING
+        # heartbeat is written every control-plane operation sees this driver as running.
+        args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
+        with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}") as record:
+            self._refuse_second_driver()
+            self.generation, self.starting_offsets = self._choose_generation()
+            self.checkpoint_location = self.home.checkpoint_url(self.generation)
+            if recover_incomplete_append(self.checkpoint_location, self.config.storage_options):
+                log.warning("job %s: completed or rolled back an interrupted offset reset before starting",
+                            self.config.job_name)
+            committed, offsets, _ = checkpoint_position(self.checkpoint_location, self.config.storage_options)
+            self._record_submission()
+            self._last_batch_id, self._last_offsets = committed, offsets
+            self._clear_stale_control_files()
+            self._write_status()
+            record["after"] = {"generation": self.generation, "batch_id": committed,
+                               "starting_offsets": self.starting_offsets if committed is None else None}
         log.info("job %s: generation %04d at %s, %s", self.config.job_name, self.generation,
                  self.checkpoint_location,
                  f"resuming after batch {committed}" if committed is not None else f"starting at {self.starting_offsets}")
@@ -265,7 +273,7 @@ class StreamRuntime:
     def _refuse_second_driver(self) -> None:
         """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats."""
         status = st.read_status(self.home.url, self.config.storage_options)
-        max_age = self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS
+        max_age = st.max_heartbeat_age(status, self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
         if status and st.is_alive(status, time.time(), max_age) and (
                 status.get("pid"), status.get("host")) != (os.getpid(), socket.gethostname()):
             raise JobStateError(

@@ -64,6 +64,14 @@ def heartbeat_age(status: Mapping[str, Any], now: float | datetime) -> float | N
     return now_epoch - float(beat)
 
 
+def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
+    """How old a heartbeat may be before its job counts as gone: ``floor``, or more for a slow-beating job."""
+    interval = (status or {}).get("heartbeat_interval_seconds")
+    if isinstance(interval, int | float) and not isinstance(interval, bool):
+        return max(floor, DEFAULT_STALE_AFTER_INTERVALS * float(interval))
+    return floor
+
+
 def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
     """Whether the job that wrote ``status`` is still running at ``now``.
 

@@ -55,6 +55,11 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str) -> None:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
+        # A checksum left beside the target by Hadoop would no longer match: Spark fails reading it.
+        head, _, name = path.rpartition("/")
+        stale_crc = f"{head}/.{name}.crc"
+        if os.path.exists(stale_crc):
+            os.unlink(stale_crc)
         os.replace(temp, path)
     finally:
         if os.path.exists(temp):

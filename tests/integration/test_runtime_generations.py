@@ -59,3 +59,22 @@ def test_first_start_records_generation_then_control_plane_generation_wins(spark
     assert runtime.generation == 2 and runtime.checkpoint_location.endswith("checkpoints/0002")
     assert sorted(seen) == list(range(2, 6))
     assert committed(kafka_bootstrap, group, topic, 1) == {0: 6}
+
+
+def test_a_driver_does_not_start_while_a_control_operation_holds_the_job(spark, kafka_bootstrap, tmp_path):
+    """A reset or restore in progress owns the checkpoint: the driver refuses instead of racing it."""
+    import pytest
+
+    from airflow_kafka_stream.errors import JobStateError
+
+    topic = create_topic(kafka_bootstrap, unique("locked"), 1)
+    home = str(tmp_path / "home")
+    config = StreamConfig(job_name="locked", bootstrap_servers=kafka_bootstrap, group_id=unique("g"),
+                          topics=[topic], heartbeat_seconds=0.5)
+    job = JobHome(home)
+    with job.lock("reset", holder="operator@console"):
+        runtime = StreamRuntime(spark, home, config)
+        with pytest.raises(JobStateError, match="operator@console"):
+            runtime.prepare()
+    assert read_status(home) is None, "a refused start writes no status"
+    assert job.generations() == [], "and creates no checkpoint generation"

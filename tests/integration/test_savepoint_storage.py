@@ -17,7 +17,6 @@ from airflow_kafka_stream.checkpoint.savepoints import (
     list_savepoints,
     prune_savepoints,
     restore_savepoint,
-    savepoint_offsets,
     sink_batch_log,
     validate_savepoint,
 )
@@ -109,7 +108,7 @@ def test_drop_state_helpers(tmp_path, spark):
     assert sink_batch_log(sink) and not sink_batch_log(str(tmp_path))
     append_batch(checkpoint, source_line='{"t":{"0":4}}', sink_metadata_path=sink)
     manifest = create_savepoint(checkpoint, str(tmp_path / "sp" / "k"), "1", T0)
-    assert savepoint_offsets(manifest) == {("t", 0): 4}
+    assert manifest.source_offsets(0) == {("t", 0): 4}
 
 
 def test_reader_and_fsck_on_s3(s3_root, stateful_checkpoint):

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.group_committer import GroupCommitter, kafka_client_config
+from airflow_kafka_stream.spark.group_committer import GroupCommitter
 
 TP0 = TopicPartition("events", 0)
 
@@ -124,16 +124,3 @@ def test_flush_gives_up_after_timeout_while_the_broker_is_down():
     committer.submit(0, offs(1))
     assert committer.close(0.3) is False
     assert committer.failures >= 2 and committer.pending_batch == 0
-
-
-@pytest.mark.parametrize(
-    ("options", "expected"),
-    [
-        pytest.param({"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}, {"bootstrap.servers": "b:9092"},
-                     id="1-only-kafka-prefixed-options-reach-the-client"),
-        pytest.param({"kafka.sasl.password": "s"}, {"sasl.password": "s"}, id="2-security-settings-pass-through"),
-        pytest.param({}, {}, id="3-no-options-no-config"),
-    ],
-)
-def test_kafka_client_config(options, expected):
-    assert kafka_client_config(options) == expected
