@@ -174,8 +174,14 @@ def read_position(url: str, storage_options: dict | None = None) -> CheckpointPo
     stateful = STATE_DIR in names and is_dir(fs, join(root, STATE_DIR))
     incomplete_append = None
     if APPEND_JOURNAL in names:
-        journal = json.loads(read_bytes(fs, join(root, APPEND_JOURNAL)))
-        incomplete_append = int(journal["batch_id"])
+        journal_path = join(root, APPEND_JOURNAL)
+        try:
+            incomplete_append = int(json.loads(read_bytes(fs, journal_path))["batch_id"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointFormatError(
+                f"{journal_path}: unreadable journal of an interrupted offset reset; inspect offsets/ and commits/ "
+                "for the last batch, then delete the journal by hand"
+            ) from exc
     return CheckpointPosition(
         url=url,
         query_id=query_id,

@@ -141,6 +141,8 @@ def recover_incomplete_append(url: str, storage_options: dict | None = None) -> 
     try:
         journal = json.loads(read_bytes(fs, journal_path))
         batch = int(journal["batch_id"])
+        if not isinstance(journal["offsets_sha256"], str) or int(journal["previous_batch_id"]) != batch - 1:
+            raise ValueError("inconsistent journal")
     except (ValueError, KeyError, TypeError) as exc:
         raise CheckpointFormatError(
             f"{journal_path}: unreadable append journal; inspect offsets/ and commits/ for the last batch "
