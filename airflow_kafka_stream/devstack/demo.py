@@ -39,7 +39,7 @@ def _produce(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
     # One record per request keeps the embedded broker's high watermark exact.
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0, "log_level": 2})
     for key, value in records:
         producer.produce(TOPIC, key=key, value=value)
         producer.poll(0)
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from airflow_kafka_stream.devstack.broker import start_local_broker
-    from airflow_kafka_stream.ops import inspect, stop, verify
+    from airflow_kafka_stream.ops import inspect, reset, stop, verify
     from airflow_kafka_stream.ops.context import build_context
     from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -113,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             print(stop.stop_text(result))
             code = proc.wait(120)
             print(f"== pipeline exited with code {code}")
+
+            print("\n== what a reset to earliest would do (dry run, nothing changes)")
+            request = reset.ResetRequest("to-earliest")
+            print(reset.plan_text(reset.plan(ctx, request)))
+            print("\n== the job's history")
+            for record in home.history():
+                print(f"{record['started_at'][:19]}  {record['operation']:<16} {record['result']}")
         finally:
             if proc.poll() is None:
                 proc.terminate()
