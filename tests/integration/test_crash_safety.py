@@ -74,7 +74,7 @@ def test_reset_killed_at_every_step(capsys, spark, base, tmp_path):
     assert "old" in outcomes and "new" in outcomes, outcomes
 
 
-def test_savepoint_killed_at_every_step_leaves_no_visible_savepoint(capsys, base, tmp_path):
+def test_savepoint_killed_at_every_step_leaves_no_visible_savepoint(capsys, spark, base, tmp_path):
     args = ("savepoint", "create")
     total = steps_of(*args, "--job-home", str(base.copy(tmp_path / "probe").home))
     assert total >= 3, f"a savepoint copies metadata, offsets, commits and its manifest, got {total} steps"
@@ -90,6 +90,8 @@ def test_savepoint_killed_at_every_step_leaves_no_visible_savepoint(capsys, base
         assert cli(capsys, "savepoint", "validate", again.json()["id"], "--job-home", str(job.home)).code == 0
         pruned = cli(capsys, "savepoint", "prune", "--keep-last", "1", "--job-home", str(job.home), "--json")
         assert pruned.code == 0
+        position = job.position()
+        check_recovers_to_old_or_new(capsys, spark, job, position, position)
 
 
 def test_restore_killed_at_every_step_keeps_a_startable_generation(capsys, spark, base, tmp_path):
