@@ -72,7 +72,7 @@ def collect_verify_inputs(
     partitions = _partitions(partitions_by_topic)
     return VerifyInputs(
         partitions_by_topic=partitions_by_topic,
-        group_offsets=committed_offsets(config, group, partitions, timeout) if partitions else {},
+        group_offsets=committed_offsets(config, group, partitions, timeout, known_to_exist=True) if partitions else {},
         watermarks=watermarks(config, partitions, timeout),
     )
 
@@ -118,7 +118,8 @@ def collect_reset_inputs(
     return ResetInputs(
         partitions_by_topic=partitions_by_topic,
         checkpoint=dict(checkpoint_offsets),
-        group=committed_offsets(config, group, partitions, timeout) if group and partitions else {},
+        group=(committed_offsets(config, group, partitions, timeout, known_to_exist=True)
+               if group and partitions else {}),
         watermarks=watermarks(config, partitions, timeout),
         timestamp_offsets=timestamp_offsets,
     )

@@ -291,15 +291,21 @@ def _throwaway_consumer(config: Mapping[str, object]) -> Consumer:
 
 
 def committed_offsets(
-    config: Mapping[str, object], group: str, partitions: Iterable[TopicPartition], timeout: float = 10.0
+    config: Mapping[str, object], group: str, partitions: Iterable[TopicPartition], timeout: float = 10.0,
+    *, known_to_exist: bool = False,
 ) -> dict[TopicPartition, int | None]:
-    """The group's committed offset per partition (the next offset to read); None where it has none."""
+    """The group's committed offset per partition (the next offset to read); None where it has none.
+
+    ``known_to_exist`` skips the existence check (one more metadata request) when the
+    caller took the partitions from the cluster's own topic list.
+    """
     if not group:
         raise InvalidInputError("a consumer group id is needed to read committed offsets; set kafka.group.id")
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    check_partitions_exist(config, wanted, timeout)
+    if not known_to_exist:
+        check_partitions_exist(config, wanted, timeout)
     admin = _admin(config)
     request = ConsumerGroupTopicPartitions(group, [KafkaTopicPartition(tp.topic, tp.partition) for tp in wanted])
     try:
