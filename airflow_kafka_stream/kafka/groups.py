@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
@@ -109,18 +109,30 @@ def commit_offsets(
     What a job that assigns its partitions does after each batch: cheap, and
     refused like an alter while other members hold the group.
     """
+    consumer = standalone_consumer(config, group)
+    try:
+        commit_through(consumer, config, group, offsets)
+    finally:
+        consumer.close()
+
+
+def standalone_consumer(config: Mapping[str, object], group: str) -> Consumer:
+    """A consumer that commits for ``group`` without ever joining it (it never subscribes)."""
     _check_group(group)
+    return new_consumer(config, **{"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False})
+
+
+def commit_through(consumer, config: Mapping[str, object], group: str, offsets: Mapping[TopicPartition, int]) -> None:
+    """Commit ``offsets`` through a caller-owned standalone consumer (kept across commits by a running job).
+
+    Raises JobStateError when members hold the group, KafkaAccessError for other
+    refusals; both name the partitions that were and were not changed.
+    """
     wanted = _checked_offsets(offsets)
-    settings = dict(config)
-    settings.update({"group.id": group, "enable.auto.commit": False, "enable.auto.offset.store": False})
-    bootstrap_servers(settings)
-    consumer = new_consumer(settings)
     try:
         answer = consumer.commit(offsets=_kafka_partitions(wanted), asynchronous=False)
     except KafkaException as exc:
         _raise_refusal(config, group, wanted, {tp: exc.args[0] for tp in wanted}, "commit")
-    finally:
-        consumer.close()
     _check_answer(config, group, wanted, answer or [], "commit")
 
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
-from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
+from airflow_kafka_stream.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
 
@@ -201,39 +201,19 @@ class KafkaGroupCommit:
         if not group_id:
             raise InvalidInputError("a consumer group id is needed to commit offsets; set the job's group")
         self.group_id = group_id
-        self._config = {
-            **dict(client_config),
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "logger": logging.getLogger(f"{__name__}.librdkafka"),
-        }
+        # librdkafka's log lines go to Python logging at its default level (6), as before.
+        self._config = {**dict(client_config), "logger": logging.getLogger(f"{__name__}.librdkafka"), "log_level": 6}
         self._consumer = None
 
     def __call__(self, offsets: PartitionOffsets) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka import TopicPartition as KafkaTopicPartition
+        from airflow_kafka_stream.kafka.groups import commit_through, standalone_consumer
 
         if self._consumer is None:
-            from confluent_kafka import Consumer
-
-            self._consumer = Consumer(self._config)
-        partitions = [KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in sorted(offsets.items())]
+            self._consumer = standalone_consumer(self._config, self.group_id)
         try:
-            result = self._consumer.commit(offsets=partitions, asynchronous=False)
-        except KafkaException as exc:
-            raise KafkaAccessError(
-                f"committing offsets of group {self.group_id!r} failed: {exc}; the checkpoint is unaffected, "
-                "the commit is retried with the newest offsets"
-            ) from exc
+            commit_through(self._consumer, self._config, self.group_id, offsets)
         finally:
             self._consumer.poll(0)  # deliver librdkafka's log lines to Python logging
-        refused = [f"{tp.topic}:{tp.partition} ({tp.error})" for tp in result or [] if tp.error is not None]
-        if refused:
-            raise KafkaAccessError(
-                f"the broker refused offsets of group {self.group_id!r} for {', '.join(refused)}; "
-                "if another consumer is active in this group, stop it or give the job its own group"
-            )
 
     def close(self) -> None:
         if self._consumer is not None:
