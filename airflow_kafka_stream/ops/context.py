@@ -9,11 +9,12 @@ in Airflow, from a connection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_stream.core.offsets import TopicPartition, topics_of
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -54,6 +55,10 @@ class JobContext:
         if self.home is not None:
             return self.home.spec().get("job") or self.home.url.rsplit("/", 1)[-1]
         return self.checkpoint_url
+
+    def topics_with(self, checkpoint_offsets: Iterable[TopicPartition]) -> list[str]:
+        """The job's topics and those its checkpoint reads (a pattern job records no topic list)."""
+        return sorted(set(self.topics) | set(topics_of(checkpoint_offsets)))
 
     def require_kafka(self) -> dict[str, Any]:
         if not self.kafka_config.get("bootstrap.servers"):

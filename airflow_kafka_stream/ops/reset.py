@@ -21,7 +21,7 @@ from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
 from airflow_kafka_stream.checkpoint.savepoints import validate_savepoint
 from airflow_kafka_stream.checkpoint.writer import append_batch, recover_incomplete_append
 from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
-from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested, topics_of
+from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.core.reset_plan import ResetPlan, ResetStrategy, parse_scope, parse_strategy
 from airflow_kafka_stream.errors import (
     InvalidInputError,
@@ -125,7 +125,7 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
     scope = parse_scope(request.scope or None)
     pos = pos or position(ctx)
     checkpoint_offsets = pos.source_offsets(0)
-    topics = sorted(set(ctx.topics) | set(topics_of(checkpoint_offsets)))
+    topics = ctx.topics_with(checkpoint_offsets)
     return plan_job_reset(ctx.require_kafka(), ctx.group, checkpoint_offsets, topics, strategy, scope,
                           strict=request.strict)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from airflow_kafka_stream.core.offsets import topics_of
 from airflow_kafka_stream.core.reset_plan import parse_duration
 from airflow_kafka_stream.core.verify import VerifyResult
 from airflow_kafka_stream.kafka.control_inputs import verify_job
@@ -23,7 +22,7 @@ def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: dat
     stall_after = parse_duration(stall_threshold) if isinstance(stall_threshold, str) else stall_threshold
     pos = position(ctx)
     checkpoint_offsets = pos.source_offsets(0)
-    topics = sorted(set(ctx.topics) | set(topics_of(checkpoint_offsets)))
+    topics = ctx.topics_with(checkpoint_offsets)
     last_batch_at = None
     if ctx.home is not None:
         running, _status = job_is_running(ctx.home, now)
