@@ -300,11 +300,8 @@ class StreamRuntime:
 
     def _clear_stale_control_files(self) -> None:
         """A stop request or drain answer left by an earlier run must not stop this one."""
-        for name in ("stop", "drained.json"):
-            path = self.home.p("control", name)
-            if self.home.fs.exists(path):
-                log.warning("removing %s left by an earlier run of job %s", name, self.config.job_name)
-                self.home.fs.rm(path)
+        for name in self.home.clear_stop_request():
+            log.warning("removed %s left by an earlier run of job %s", name, self.config.job_name)
 
     # -- the source -----------------------------------------------------------------------------
     def source_options(self) -> dict[str, str]:

@@ -110,10 +110,14 @@ class JobHome:
     def stop_requested(self) -> bool:
         return self.fs.exists(self.p("control", "stop"))
 
-    def clear_stop_request(self) -> None:
+    def clear_stop_request(self) -> list[str]:
+        """Remove the stop request and the source's drain answer; the names of those that existed."""
+        removed = []
         for name in ("stop", "drained.json"):
             if self.fs.exists(self.p("control", name)):
                 self.fs.rm(self.p("control", name))
+                removed.append(name)
+        return removed
 
     # -- checkpoint generations ----------------------------------------------------------------
     def generations(self) -> list[int]:
