@@ -12,12 +12,11 @@ its heartbeat is fresh; a stale heartbeat means the driver died without saying s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.storage.files import dump_json, read_json, url_to_fs, write_atomic
+from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
 
 STARTING = "STARTING"
 RUNNING = "RUNNING"
@@ -41,12 +40,9 @@ def status_path(home_url: str) -> str:
 
 def read_status(home_url: str, storage_options: dict | None = None) -> dict[str, Any] | None:
     """The job's last status, or None when it has none yet (or it is unreadable)."""
-    fs, path = url_to_fs(status_path(home_url), storage_options)
-    try:
-        status = read_json(fs, path)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return status if isinstance(status, dict) else None
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    return JobHome(home_url, storage_options).status()
 
 
 def write_status(home_url: str, status: Mapping[str, Any], storage_options: dict | None = None) -> None:

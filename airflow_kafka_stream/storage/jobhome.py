@@ -97,10 +97,12 @@ class JobHome:
         write_atomic(self.fs, self.p("job.json"), dump_json(spec))
 
     def status(self) -> dict[str, Any] | None:
+        """The running job's last status, or None when it has none yet (or it is unreadable)."""
         try:
-            return read_json(self.fs, self.p("status.json"))
-        except json.JSONDecodeError:
+            status = read_json(self.fs, self.p("status.json"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return None
+        return status if isinstance(status, dict) else None
 
     # -- control requests ----------------------------------------------------------------------
     def request_stop(self, by: str) -> None:
