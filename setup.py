@@ -1,6 +1,16 @@
 """Packaging for airflow-kafka-stream. Exact versions live in constraints.txt."""
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+# The kafka_stream source's hot loop in C (Kafka partition -> Arrow buffers), bound to the
+# librdkafka inside the confluent-kafka wheel at run time. Optional: without a C compiler the
+# package still installs, and the source reads through confluent-kafka in Python instead.
+KAFKA_ARROW = Extension(
+    "airflow_kafka_stream.spark._kafka_arrow",
+    sources=["airflow_kafka_stream/spark/_kafka_arrow.c"],
+    extra_compile_args=["-O2", "-Wall"],
+    optional=True,
+)
 
 setup(
     name="airflow-kafka-stream",
@@ -15,6 +25,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["airflow_kafka_stream", "airflow_kafka_stream.*"]),
     include_package_data=True,
+    ext_modules=[KAFKA_ARROW],
     install_requires=[
         "apache-airflow>=3.3",
         "apache-airflow-providers-apache-spark>=6.3",

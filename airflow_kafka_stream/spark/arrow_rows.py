@@ -1,8 +1,9 @@
 """Read one offset range from Kafka into Arrow record batches with Spark's Kafka columns.
 
-This runs on executors and is the hot path: the per-record Python work is a few
-list comprehensions over confluent-kafka messages; columns that are constant or
-contiguous (topic, partition, offsets) are built without touching each record.
+This runs on executors and is the hot path. A partition is polled by the C reader
+(native_reader.py) when it is built, else through confluent-kafka in Python
+(partition_polls.py); both return the same polls, and every decision about them (end of
+range, end of partition, data loss, errors) is made here.
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ import time
 import uuid
 from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
+from airflow_kafka_stream.spark.native_reader import NativePartition, native_module
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.partition_polls import HEADERS_TYPE, ConfluentPartition, PartitionPolls
 from airflow_kafka_stream.spark.source_options import SourceOptions
 
 log = logging.getLogger(__name__)
 
-HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
-
-#: Messages fetched per consume() call; also the largest Arrow batch handed to Spark.
+#: Messages fetched per poll; also the largest Arrow batch handed to Spark.
 CONSUME_BATCH = 20_000
 
 #: Fetch settings that keep librdkafka's prefetch queue full; the user's kafka.* options win.
@@ -37,6 +36,12 @@ READ_DEFAULTS = {
     "queued.max.messages.kbytes": 256 * 1024,
     "fetch.wait.max.ms": 100,
 }
+
+#: Client-side errors librdkafka recovers from by itself (reconnecting, retrying): logged, and
+#: bounded by kafkaConsumer.pollTimeoutMs like any other wait for records.
+TRANSIENT_ERRORS = frozenset(
+    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE}
+)
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -72,111 +77,90 @@ def consumer_config(options: SourceOptions) -> dict[str, object]:
     return config
 
 
-def open_consumer(options: SourceOptions) -> Consumer:
+def open_partition(options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> PartitionPolls:
+    """A consumer assigned to ``rng``'s partition at its start: the C reader when it can serve."""
+    config = consumer_config(options)
+    module = native_module() if options.native_reader and not options.include_headers else None
     try:
-        return Consumer(consumer_config(options))
-    except KafkaException as exc:
+        if module is not None:
+            return NativePartition(module, config, rng, schema)
+        return ConfluentPartition(Consumer(config), rng, schema)
+    except (KafkaException, ValueError) as exc:
         raise InvalidInputError(
             f"the Kafka client refused the kafka.* options: {exc}; fix or remove the option it names "
             "(names are librdkafka's, see its CONFIGURATION.md)"
         ) from exc
 
 
-def records_to_batch(messages: list, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
-    """Turn consumed messages (no error events) of one partition into an Arrow batch."""
-    count = len(messages)
-    first, last = messages[0].offset(), messages[-1].offset()
-    if last - first + 1 == count:
-        offsets = pa.array(np.arange(first, last + 1, dtype=np.int64))
-    else:  # compacted topic or transaction markers: offsets have gaps
-        offsets = pa.array(list(map(Message.offset, messages)), pa.int64())
-    stamps = list(map(Message.timestamp, messages))
-    millis = np.fromiter([s[1] for s in stamps], dtype=np.int64, count=count)
-    kinds = np.fromiter([s[0] for s in stamps], dtype=np.int32, count=count)
-    columns = [
-        pa.array(list(map(Message.key, messages)), pa.binary()),
-        pa.array(list(map(Message.value, messages)), pa.binary()),
-        pa.repeat(pa.scalar(topic, pa.string()), count),
-        pa.array(np.full(count, partition, dtype=np.int32)),
-        offsets,
-        # Spark's microseconds; librdkafka's types 0/1/2 (none/create/log append) are Spark's -1/0/1.
-        pa.array(millis * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array(kinds - 1),
-    ]
-    if len(schema) == 8:
-        columns.append(pa.array(list(map(Message.headers, messages)), HEADERS_TYPE))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
 def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``[rng.start, rng.end)`` as Arrow batches; closes its consumer."""
     if rng.size == 0:
         return
-    schema = arrow_schema(options.include_headers)
-    consumer = open_consumer(options)
+    partition = open_partition(options, rng, arrow_schema(options.include_headers))
     # Millions of short-lived message objects would trigger the cyclic GC over and over; they hold no cycles.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        yield from _read(consumer, options, rng, schema)
+        yield from _read(partition, options, rng)
     finally:
         if collecting:
             gc.enable()
-        consumer.close()
+        partition.close()
 
 
-def _read(consumer: Consumer, options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     label = f"{rng.topic}:{rng.partition}"
-    consumer.assign([KafkaTopicPartition(rng.topic, rng.partition, rng.start)])
     position = rng.start
     patience = options.poll_timeout_ms / 1000.0
     last_progress = time.monotonic()
     while position < rng.end:
-        messages = consumer.consume(num_messages=min(CONSUME_BATCH, rng.end - position), timeout=1.0)
-        if not messages:
-            if time.monotonic() - last_progress > patience:
-                raise KafkaAccessError(
-                    f"no records from {label} at offset {position} for {patience:.0f}s although the batch "
-                    f"planned to read up to {rng.end}; check the brokers, or raise kafkaConsumer.pollTimeoutMs"
-                )
-            continue
-        last_progress = time.monotonic()
-        records = messages
-        if any(map(Message.error, messages)):
-            records = [m for m in messages if m.error() is None]
-            for event in (m for m in messages if m.error() is not None):
-                if _end_of_partition(consumer, options, rng, event, position):
-                    position = rng.end
-        if records:
-            if records[0].offset() > position:
-                _skipped(options, label, position, records[0].offset())
-            if records[-1].offset() >= rng.end:
-                records = [m for m in records if m.offset() < rng.end]
-        if records:
-            position = records[-1].offset() + 1
-            yield records_to_batch(records, rng.topic, rng.partition, schema)
+        polled = partition.poll(min(CONSUME_BATCH, rng.end - position), 1.0, rng.end)
+        for error, offset in polled.events:
+            if _end_of_partition(partition, options, rng, error, offset, position):
+                position = rng.end
+        if polled.batch is not None:
+            if polled.first_offset > position:
+                _skipped(options, label, position, polled.first_offset)
+            position = polled.last_offset + 1
+            last_progress = time.monotonic()
+            yield polled.batch
+        if polled.beyond_end:  # offsets only grow: nothing below the end is left to come
+            position = rng.end
+        if position < rng.end and time.monotonic() - last_progress > patience:
+            raise KafkaAccessError(
+                f"no records from {label} at offset {position} for {patience:.0f}s although the batch "
+                f"planned to read up to {rng.end}; check the brokers, or raise kafkaConsumer.pollTimeoutMs"
+            )
 
 
-def _end_of_partition(consumer: Consumer, options: SourceOptions, rng: OffsetRange, event, position: int) -> bool:
+def _end_of_partition(
+    partition: PartitionPolls, options: SourceOptions, rng: OffsetRange, error: KafkaError, offset: int, position: int
+) -> bool:
     """Handle an error event; True when the range is complete (the partition ends at or after its end)."""
-    error = event.error()
     label = f"{rng.topic}:{rng.partition}"
     if error.code() == KafkaError._PARTITION_EOF:
-        if event.offset() >= rng.end:
+        if offset >= rng.end:
             return True
-        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(rng.topic, rng.partition), timeout=10)
+        low, high = _watermarks(partition, label)
         if high >= rng.end:
             return False  # the end is there: more records will come with the next fetch
         _lost(options, label, position, rng.end, low, high, "the partition now ends before the planned end offset")
         return True
     if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        low, high = consumer.get_watermark_offsets(KafkaTopicPartition(rng.topic, rng.partition), timeout=10)
+        low, high = _watermarks(partition, label)
         _lost(options, label, position, rng.end, low, high, str(error))
         return False
-    if error.fatal() or not error.retriable():
-        raise KafkaAccessError(f"reading {label} at offset {position} failed: {error}")
-    log.warning("retriable error reading %s at offset %d: %s", label, position, error)
-    return False
+    if error.code() in TRANSIENT_ERRORS or (error.retriable() and not error.fatal()):
+        log.warning("retriable error reading %s at offset %d: %s", label, position, error)
+        return False
+    raise KafkaAccessError(f"reading {label} at offset {position} failed: {error}")
+
+
+def _watermarks(partition: PartitionPolls, label: str) -> tuple[int, int]:
+    try:
+        return partition.watermarks(10.0)
+    except KafkaException as exc:
+        raise KafkaAccessError(f"asking the broker for the offsets of {label} failed: {exc}") from exc
 
 
 def _lost(options: SourceOptions, label: str, position: int, end: int, low: int, high: int, why: str) -> None:

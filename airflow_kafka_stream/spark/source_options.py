@@ -39,6 +39,10 @@ How to read:
                          earliest available offset.
   ``includeHeaders``     ``false`` (default); ``true`` adds the ``headers`` column.
   ``kafkaConsumer.pollTimeoutMs``  how long a read may wait for records it knows exist (120000).
+  ``kafkaConsumer.nativeReader``  ``true`` (default): executors read partitions into Arrow in C
+                         (librdkafka from the confluent-kafka wheel) when the package's extension
+                         is built; ``false``: read through confluent-kafka in Python. Headers
+                         (``includeHeaders=true``) are always read in Python.
   ``drainPath``          directory URL (any fsspec URL) of the graceful-stop handshake: when
                          ``<drainPath>/stop`` exists the source plans no new batch and writes
                          ``<drainPath>/drained.json``.
@@ -91,6 +95,7 @@ KNOWN_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
+    "kafkaConsumer.nativeReader",
     "drainPath",
     "startOffsetsPath",
 )
@@ -173,6 +178,7 @@ class SourceOptions:
     start_offsets_path: str | None = None
     group_id: str | None = None
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    native_reader: bool = True
 
     @property
     def bootstrap_servers(self) -> str:
@@ -200,6 +206,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         start_offsets_path=_text(opts, "startOffsetsPath"),
         group_id=group_id,
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+        native_reader=_boolean(opts, "kafkaConsumer.nativeReader", True),
     )
 
 

@@ -1,0 +1,120 @@
+"""The C partition reader: binding it to librdkafka, and Arrow batches from the buffers it fills.
+
+The extension ``_kafka_arrow`` (built from ``_kafka_arrow.c`` when the package is installed)
+consumes one partition with librdkafka and copies keys, values, offsets and timestamps
+straight into Arrow buffers, so no Python object is made per record. It uses the
+librdkafka that confluent-kafka ships (or a system one when confluent-kafka was built
+against it). When either is missing, :func:`native_module` says why once and returns None,
+and the source reads through confluent-kafka in Python instead.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import glob
+import logging
+import os
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
+
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.partition_polls import Polled
+
+log = logging.getLogger(__name__)
+
+#: Largest key or value column of one Arrow batch; Arrow's binary offsets are 32-bit.
+MAX_BATCH_BYTES = 256 * 1024 * 1024
+
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+
+@cache
+def native_module() -> ModuleType | None:
+    """The extension bound to librdkafka, or None (logged once per process) when it cannot be used."""
+    try:
+        from airflow_kafka_stream.spark import _kafka_arrow
+    except ImportError as exc:
+        log.warning("kafka_stream: C reader not built (%s); reading through confluent-kafka in Python", exc)
+        return None
+    path = librdkafka_path()
+    if path is None:
+        log.warning("kafka_stream: librdkafka not found next to confluent-kafka; reading in Python")
+        return None
+    try:
+        version = _kafka_arrow.load(path)
+    except ImportError as exc:
+        log.warning("kafka_stream: C reader cannot bind librdkafka (%s); reading in Python", exc)
+        return None
+    log.info("kafka_stream: C reader bound to librdkafka %s at %s", version, path)
+    return _kafka_arrow
+
+
+def librdkafka_path() -> str | None:
+    """The librdkafka confluent-kafka uses: the copy in its wheel, else the system's."""
+    import confluent_kafka
+
+    site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
+    bundled = sorted(glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*")))
+    return bundled[0] if bundled else ctypes.util.find_library("rdkafka")
+
+
+def librdkafka_config(config: dict[str, object]) -> dict[str, str]:
+    """Client settings as librdkafka's strings (confluent-kafka does the same for its own clients)."""
+
+    def text(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+    return {name: text(value) for name, value in config.items()}
+
+
+class NativePartition:
+    """One partition read by the C reader; the same polls as the confluent-kafka reader."""
+
+    def __init__(self, module: ModuleType, config: dict[str, object], rng: OffsetRange, schema: pa.Schema) -> None:
+        self._reader = module.PartitionReader(librdkafka_config(config), rng.topic, rng.partition, rng.start)
+        self._topic = pa.scalar(rng.topic, pa.string())
+        self._partition = rng.partition
+        self._schema = schema
+
+    def poll(self, max_messages: int, timeout: float, end: int) -> Polled:
+        (count, events, key_valid, key_nulls, key_offsets, key_data, value_valid, value_nulls, value_offsets,
+         value_data, offsets, stamps, kinds, beyond) = self._reader.read(
+            max_messages, int(timeout * 1000), end, MAX_BATCH_BYTES
+        )  # fmt: skip
+        errors = [(KafkaError(code, reason), offset) for code, offset, reason in events]
+        if not count:
+            return Polled(None, -1, -1, errors, beyond > 0)
+        numbers = np.frombuffer(offsets, dtype=np.int64)
+        columns = [
+            _binary(count, key_valid, key_nulls, key_offsets, key_data),
+            _binary(count, value_valid, value_nulls, value_offsets, value_data),
+            pa.repeat(self._topic, count),
+            pa.array(np.full(count, self._partition, dtype=np.int32)),
+            pa.array(numbers),
+            pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(stamps)]),
+            pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(kinds)]),
+        ]
+        batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
+        return Polled(batch, int(numbers[0]), int(numbers[-1]), errors, beyond > 0)
+
+    def watermarks(self, timeout: float) -> tuple[int, int]:
+        code, low, high, text = self._reader.watermarks(int(timeout * 1000))
+        if code:
+            raise KafkaException(KafkaError(code, text))
+        return low, high
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+def _binary(count: int, valid: bytes | None, nulls: int, offsets: bytes, data: bytes) -> pa.Array:
+    validity = pa.py_buffer(valid) if valid is not None else None
+    return pa.Array.from_buffers(
+        pa.binary(), count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls
+    )
