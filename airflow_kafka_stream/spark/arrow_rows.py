@@ -115,16 +115,17 @@ def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -
     last_progress = time.monotonic()
     while position < rng.end:
         polled = partition.poll(min(CONSUME_BATCH, rng.end - position), 1.0, rng.end)
-        for error, offset in polled.events:
-            if _end_of_partition(partition, options, rng, error, offset, position):
-                position = rng.end
+        # Records first: librdkafka puts an end-of-partition event after the records it follows.
         if polled.batch is not None:
             if polled.first_offset > position:
                 _skipped(options, label, position, polled.first_offset)
             position = polled.last_offset + 1
             last_progress = time.monotonic()
             yield polled.batch
-        if polled.beyond_end:  # offsets only grow: nothing below the end is left to come
+        complete = polled.beyond_end  # offsets only grow: nothing below the end is left to come
+        for error, offset in polled.events:
+            complete = _end_of_partition(partition, options, rng, error, offset, position) or complete
+        if complete:
             position = rng.end
         if position < rng.end and time.monotonic() - last_progress > patience:
             raise KafkaAccessError(

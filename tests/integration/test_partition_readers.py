@@ -1,0 +1,158 @@
+"""The two partition readers of the kafka_stream source (C into Arrow, and confluent-kafka in
+Python) against a real broker: the same records, the same column values, the same range
+edges, the same refusals."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+
+from airflow_kafka_stream.errors import DataLossError, InvalidInputError
+from airflow_kafka_stream.spark import arrow_rows, native_reader
+from airflow_kafka_stream.spark.native_reader import NativePartition
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.partition_polls import ConfluentPartition
+from airflow_kafka_stream.spark.source_options import parse_source_options
+from tests.kafka_utils import create_topic, unique, watermarks
+
+pytestmark = pytest.mark.integration
+
+READERS = ["native", "python"]
+
+#: (key, value, create time in ms): null keys, a tombstone, an empty value, bytes that are not text.
+RECORDS = [
+    (b"k0", b"v0", 1_700_000_000_000),
+    (None, b"no key", 1_700_000_000_001),
+    (b"k2", None, 1_700_000_000_002),
+    (b"k3", b"", 1_700_000_000_003),
+    (b"\x00\xff", b"\x00binary\xff" * 50, 1_700_000_000_004),
+    ("ключ".encode(), "значение".encode(), 1_700_000_000_005),
+] + [(b"k%d" % i, b"x" * (i % 7), 1_700_000_000_000 + i) for i in range(6, 40)]
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_bootstrap) -> str:
+    name = create_topic(kafka_bootstrap, unique("readers"), 1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for key, value, stamp in RECORDS:
+        producer.produce(name, value=value, key=key, partition=0, timestamp=stamp)
+        producer.flush(30)
+    return name
+
+
+def options(bootstrap: str, topic: str, reader: str, **extra: str):
+    given = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafkaConsumer.nativeReader": "false"}
+    given["kafkaConsumer.nativeReader"] = "true" if reader == "native" else "false"
+    given.update(extra)
+    return parse_source_options(given)
+
+
+def read(opts, topic: str, start: int, end: int) -> list[pa.RecordBatch]:
+    return list(arrow_rows.read_range(opts, OffsetRange(topic, 0, start, end)))
+
+
+def test_native_reader_is_built_and_chosen(kafka_bootstrap, topic):
+    """The extension is optional at install time; in this project's environment it must be there."""
+    assert native_reader.native_module() is not None, "the C reader did not build: see pip's output for gcc errors"
+    schema = arrow_rows.arrow_schema(False)
+    rng = OffsetRange(topic, 0, 0, 1)
+    chosen = {
+        "native": arrow_rows.open_partition(options(kafka_bootstrap, topic, "native"), rng, schema),
+        "python": arrow_rows.open_partition(options(kafka_bootstrap, topic, "python"), rng, schema),
+        "headers": arrow_rows.open_partition(
+            options(kafka_bootstrap, topic, "native", includeHeaders="true"), rng, arrow_rows.arrow_schema(True)
+        ),
+    }
+    try:
+        assert isinstance(chosen["native"], NativePartition)
+        assert isinstance(chosen["python"], ConfluentPartition)
+        assert isinstance(chosen["headers"], ConfluentPartition)  # headers are read in Python only
+    finally:
+        for partition in chosen.values():
+            partition.close()
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_column_as_produced(kafka_bootstrap, topic, reader):
+    table = pa.Table.from_batches(read(options(kafka_bootstrap, topic, reader), topic, 0, len(RECORDS)))
+    assert table.schema == arrow_rows.arrow_schema(False)
+    rows = table.to_pylist()
+    assert [(r["key"], r["value"]) for r in rows] == [(k, v) for k, v, _ in RECORDS]
+    assert [r["offset"] for r in rows] == list(range(len(RECORDS)))
+    assert {(r["topic"], r["partition"], r["timestampType"]) for r in rows} == {(topic, 0, 0)}
+    micros = table.column("timestamp").cast(pa.int64()).to_pylist()
+    assert micros == [stamp * 1000 for _, _, stamp in RECORDS]
+    assert table.column("key").null_count == 1 and table.column("value").null_count == 1
+
+
+def test_both_readers_give_identical_batches(kafka_bootstrap, topic):
+    native = pa.Table.from_batches(read(options(kafka_bootstrap, topic, "native"), topic, 0, len(RECORDS)))
+    python = pa.Table.from_batches(read(options(kafka_bootstrap, topic, "python"), topic, 0, len(RECORDS)))
+    assert native.equals(python)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_range_inside_the_partition_is_read_exactly(kafka_bootstrap, topic, reader):
+    table = pa.Table.from_batches(read(options(kafka_bootstrap, topic, reader), topic, 3, 9))
+    assert table.column("offset").to_pylist() == [3, 4, 5, 6, 7, 8]
+    assert table.column("key").to_pylist() == [k for k, _, _ in RECORDS[3:9]]
+
+
+def test_native_batches_stop_at_the_byte_limit(kafka_bootstrap, topic, monkeypatch):
+    """Arrow's binary offsets are 32-bit: a batch ends before its values pass the limit, and the
+    records that did not fit come with the next batch, none lost or repeated."""
+    monkeypatch.setattr(native_reader, "MAX_BATCH_BYTES", 200)
+    batches = read(options(kafka_bootstrap, topic, "native"), topic, 0, len(RECORDS))
+    assert len(batches) > 2
+    assert all(sum(len(v or b"") for v in b.column("value").to_pylist()) <= 200 or b.num_rows == 1 for b in batches)
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(len(RECORDS)))
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_partition_ending_before_the_planned_end(kafka_bootstrap, topic, reader):
+    """The partition now ends short of the batch's planned end (a recreated or truncated topic)."""
+    _low, high = watermarks(kafka_bootstrap, topic, 1)[0]
+    with pytest.raises(DataLossError, match=rf"data loss on {topic}:0: the query needs offsets {high}\.\.{high + 4}"):
+        read(options(kafka_bootstrap, topic, reader), topic, high - 2, high + 5)
+    lenient = options(kafka_bootstrap, topic, reader, failOnDataLoss="false")
+    table = pa.Table.from_batches(read(lenient, topic, high - 2, high + 5))
+    assert table.column("offset").to_pylist() == [high - 2, high - 1]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_option_the_client_refuses_is_named(kafka_bootstrap, topic, reader):
+    opts = options(kafka_bootstrap, topic, reader, **{"kafka.fetch.wait.max.ms": "soon"})
+    with pytest.raises(InvalidInputError, match=r"the Kafka client refused the kafka\.\* options: .*fetch\.wait\.max\.ms"):
+        read(opts, topic, 0, 1)
+
+
+def test_without_the_extension_the_python_reader_serves(kafka_bootstrap, topic, monkeypatch, caplog):
+    native_reader.native_module.cache_clear()
+    monkeypatch.setattr(native_reader, "librdkafka_path", lambda: None)
+    try:
+        with caplog.at_level(logging.WARNING, logger=native_reader.__name__):
+            assert native_reader.native_module() is None
+        assert "reading in Python" in caplog.text
+        partition = arrow_rows.open_partition(
+            options(kafka_bootstrap, topic, "native"), OffsetRange(topic, 0, 0, 1), arrow_rows.arrow_schema(False)
+        )
+        partition.close()
+        assert isinstance(partition, ConfluentPartition)
+    finally:
+        native_reader.native_module.cache_clear()
+
+
+def test_closed_native_reader_refuses_reads(kafka_bootstrap, topic):
+    module = native_reader.native_module()
+    config = native_reader.librdkafka_config(arrow_rows.consumer_config(options(kafka_bootstrap, topic, "native")))
+    reader = module.PartitionReader(config, topic, 0, 0)
+    reader.close()
+    reader.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        reader.read(10, 100, 10, 1000)
+    with pytest.raises(ValueError, match="max_bytes"):
+        module.PartitionReader(config, topic, 0, 0).read(10, 100, 10, 2**31)
