@@ -5,7 +5,10 @@ Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measu
   - one plain confluent-kafka Consumer (poll loop taking key and value) reading the same topic in
     this Python process; a consume()-batch loop that only counts is reported on stderr too;
   - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
-Each Spark measurement follows a warm-up run of the same query in the same JVM.
+Each Spark measurement follows a warm-up run of the same query in the same JVM. Every figure is
+the median of BENCH_RUNS (default 3) runs, so one slow run on a shared machine does not decide
+it. For context, stderr also gives the source with its Python reader (kafkaConsumer.nativeReader
+=false), the per-record path the C reader replaces.
 Prints exactly two lines: ``source_vs_consumer: <ratio>`` and ``source_vs_rate: <ratio>``;
 details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
 
@@ -15,6 +18,7 @@ details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -25,6 +29,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
 VALUE = b"x" * 90
 
@@ -124,12 +129,19 @@ def progress_rate(query) -> tuple[int, float]:
     return rows, rows / (millis / 1000.0)
 
 
-def source_rate(spark, bootstrap: str, topic: str, checkpoints: str) -> float:
+def median_of_runs(label: str, measure) -> float:
+    rates = sorted(measure() for _ in range(RUNS))
+    say("%s: median %.0f of %s", label, statistics.median(rates), ", ".join(f"{r:.0f}" for r in rates))
+    return statistics.median(rates)
+
+
+def source_rate(spark, bootstrap: str, topic: str, checkpoints: str, native: bool = True) -> float:
     df = (
         spark.readStream.format("kafka_stream")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
+        .option("kafkaConsumer.nativeReader", str(native).lower())
         .load()
     )
     started = time.monotonic()
@@ -143,7 +155,8 @@ def source_rate(spark, bootstrap: str, topic: str, checkpoints: str) -> float:
     wall = time.monotonic() - started
     rows, rate = progress_rate(query)
     assert rows == RECORDS, f"source read {rows} rows, expected {RECORDS}"
-    say("kafka_stream: %d rows, %.0f rows/s in batches (%.1fs wall including query start)", rows, rate, wall)
+    reader = "C reader" if native else "Python reader"
+    say("kafka_stream (%s): %d rows, %.0f rows/s in batches (%.1fs wall with query start)", reader, rows, rate, wall)
     return rate
 
 
@@ -174,7 +187,9 @@ def rate_source_rate(spark, checkpoints: str) -> float:
     )
     while sum(p["numInputRows"] for p in query.recentProgress) < RECORDS:
         time.sleep(0.2)
+    spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs the cancelled tasks as errors
     query.stop()
+    spark.sparkContext.setLogLevel("WARN")
     rows, rate = progress_rate(query)
     say("rate source: %d rows, %.0f rows/s", rows, rate)
     return rate
@@ -190,8 +205,7 @@ def main() -> None:
     try:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         load_topic(bootstrap, topic)
-        consumer = consumer_rate(bootstrap, topic)
-        say("plain consumer (poll loop, key+value): %.0f msgs/s", consumer)
+        consumer = median_of_runs("plain consumer msgs/s (poll loop, key+value)", lambda: consumer_rate(bootstrap, topic))
         say("batch consumer (consume(20000), count only): %.0f msgs/s", batch_consumer_rate(bootstrap, topic))
         spark = local_session("bench-source", cores="*")
         with tempfile.TemporaryDirectory() as checkpoints:
@@ -201,8 +215,9 @@ def main() -> None:
             source_rate(spark, bootstrap, topic, checkpoints)
             rate_source_rate(spark, checkpoints)
             say("measured runs:")
-            source = source_rate(spark, bootstrap, topic, checkpoints)
-            rate = rate_source_rate(spark, checkpoints)
+            source = median_of_runs("kafka_stream rows/s", lambda: source_rate(spark, bootstrap, topic, checkpoints))
+            rate = median_of_runs("rate source rows/s", lambda: rate_source_rate(spark, checkpoints))
+            source_rate(spark, bootstrap, topic, checkpoints, native=False)
         print(f"source_vs_consumer: {source / consumer:.2f}")
         print(f"source_vs_rate: {source / rate:.2f}")
     finally:
