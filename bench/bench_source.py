@@ -5,7 +5,7 @@ Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measu
   - one plain confluent-kafka Consumer (poll loop taking key and value) reading the same topic in
     this Python process; a consume()-batch loop that only counts is reported on stderr too;
   - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
-Each Spark measurement follows a warm-up run of the same query in the same JVM. Every figure is
+Each Spark measurement follows warm-up runs of the same query in the same JVM. Every figure is
 the median of BENCH_RUNS (default 3) runs, so one slow run on a shared machine does not decide
 it. For context, stderr also gives the source with its Python reader (kafkaConsumer.nativeReader
 =false), the per-record path the C reader replaces.
@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+WARMUPS = int(os.environ.get("BENCH_WARMUPS", "2"))
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
 VALUE = b"x" * 90
 
@@ -209,15 +210,26 @@ def main() -> None:
         say("batch consumer (consume(20000), count only): %.0f msgs/s", batch_consumer_rate(bootstrap, topic))
         spark = local_session("bench-source", cores="*")
         with tempfile.TemporaryDirectory() as checkpoints:
-            # The first query of a JVM pays for JIT-compiling the Arrow-to-row path (measured: a second
-            # run of the same query is several times faster), so each side gets a warm-up run first.
+            # The first queries of a JVM pay for JIT-compiling the Arrow-to-row path: the first is
+            # several times slower, and rates keep rising for a few more (measured: the 4th run of
+            # the same query is 20-30% faster than the 2nd). A streaming job runs warm, so the
+            # measured runs follow WARMUPS warm-up runs of each query.
             say("warm-up runs (not measured):")
-            source_rate(spark, bootstrap, topic, checkpoints)
+            for _ in range(WARMUPS):
+                source_rate(spark, bootstrap, topic, checkpoints)
+                source_rate(spark, bootstrap, topic, checkpoints, native=False)
             rate_source_rate(spark, checkpoints)
-            say("measured runs:")
-            source = median_of_runs("kafka_stream rows/s", lambda: source_rate(spark, bootstrap, topic, checkpoints))
+            say("measured runs (the C and the Python reader alternate):")
+            python_reader: list[float] = []
+
+            def c_then_python() -> float:
+                rate = source_rate(spark, bootstrap, topic, checkpoints)
+                python_reader.append(source_rate(spark, bootstrap, topic, checkpoints, native=False))
+                return rate
+
+            source = median_of_runs("kafka_stream rows/s (C reader)", c_then_python)
+            say("kafka_stream rows/s (Python reader): median %.0f", statistics.median(python_reader))
             rate = median_of_runs("rate source rows/s", lambda: rate_source_rate(spark, checkpoints))
-            source_rate(spark, bootstrap, topic, checkpoints, native=False)
         print(f"source_vs_consumer: {source / consumer:.2f}")
         print(f"source_vs_rate: {source / rate:.2f}")
     finally:
