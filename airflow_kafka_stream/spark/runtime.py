@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
+
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
@@ -109,6 +111,11 @@ class RunResult:
         text = (f"{self.state}: {self.batches} batches, {self.records} records this run; "
                 f"last committed batch {self.last_batch_id}, offsets {json.dumps(self.last_offsets)}")
         return f"{text}; error: {self.error}" if self.error else text
+
+
+#: How long the end of a run waits for progress events of batches the checkpoint already holds:
+#: they carry the batches' record counts; past it, the batch is recorded from the checkpoint.
+PROGRESS_GRACE_SECONDS = 2.0
 
 
 def utc_now() -> datetime:
@@ -381,7 +388,10 @@ class StreamRuntime:
                         "it was stopped mid-batch and resumes from its checkpoint on restart. Check that the "
                         f"source is {SOURCE_FORMAT} with option drainPath, or raise the drain timeout"
                     )
-            time.sleep(self.config.stop_poll_seconds)
+            try:  # returns as soon as the query ends, so an availableNow job exits without a poll's delay
+                query.awaitTermination(self.config.stop_poll_seconds)
+            except StreamingQueryException:
+                pass  # the query failed: reported below from query.exception()
         exc = query.exception()
         if exc is not None:
             raise RuntimeError(f"the streaming query failed: {exc}")
@@ -427,10 +437,15 @@ class StreamRuntime:
         except Exception as exc:  # noqa: BLE001 - the status keeps what the listener saw
             log.warning("could not read the final position of %s: %s", self.checkpoint_location, exc)
             return
-        with self._lock:
-            behind = committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
-        if behind and offsets is not None:
+        deadline = time.monotonic() + PROGRESS_GRACE_SECONDS
+        while self._listener_behind(committed) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the last batch's progress event is usually a few milliseconds behind
+        if self._listener_behind(committed) and offsets is not None:
             self._record_batch(committed, offsets, records=0, counted=False)
+
+    def _listener_behind(self, committed: int | None) -> bool:
+        with self._lock:
+            return committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
 
     def _on_batch(self, progress) -> None:
         offsets = batch_end_offsets(progress.sources)

@@ -40,6 +40,9 @@ def test_first_start_records_generation_then_control_plane_generation_wins(spark
     runtime, result = run_available_now(spark, home, config, seen)
     assert result.exit_code == 0 and result.state == "STOPPED", result.summary()
     assert sorted(seen) == list(range(6))
+    # The run ends as soon as the query does; its summary still counts the last batch's records,
+    # whose progress event arrives a moment after the query has ended.
+    assert (result.batches, result.records) == (1, 6), result.summary()
     job = JobHome(home)
     assert job.generations() == [1]
     assert job.generation_info(1)["reason"] == "submit"
@@ -58,6 +61,7 @@ def test_first_start_records_generation_then_control_plane_generation_wins(spark
     assert result.exit_code == 0, result.summary()
     assert runtime.generation == 2 and runtime.checkpoint_location.endswith("checkpoints/0002")
     assert sorted(seen) == list(range(2, 6))
+    assert result.records == 4, result.summary()
     assert committed(kafka_bootstrap, group, topic, 1) == {0: 6}
 
 
