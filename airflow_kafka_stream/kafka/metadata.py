@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -147,6 +147,13 @@ def check_partitions_exist(
         raise InvalidInputError(f"partition(s) {detail} do not exist; use partitions 0..n-1 of each topic")
 
 
+def isolation_level(config: Mapping[str, object]) -> IsolationLevel:
+    """The isolation level the client config reads at: "latest" is the last stable offset under
+    read_committed (records of open transactions are not readable yet), else the high watermark."""
+    committed = str(config.get("isolation.level", "")).strip().lower() == "read_committed"
+    return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+
+
 def _list_offsets(
     admin: AdminClient, config: Mapping[str, object], specs: Mapping[TopicPartition, OffsetSpec], timeout: float
 ):
@@ -155,7 +162,7 @@ def _list_offsets(
         return {}
     request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
     try:
-        futures = admin.list_offsets(request, request_timeout=timeout)
+        futures = admin.list_offsets(request, isolation_level=isolation_level(config), request_timeout=timeout)
     except KafkaException as exc:
         raise _access_error(config, "list offsets", exc) from exc
     return {TopicPartition(ktp.topic, ktp.partition): fut for ktp, fut in futures.items()}

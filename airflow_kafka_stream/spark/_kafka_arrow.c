@@ -96,6 +96,7 @@ static PyObject *load(PyObject *self, PyObject *args) {
     (void)self;
     const char *path;
     if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    if (loaded) return PyUnicode_FromString(rk.version_str()); /* bound once per process */
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         PyErr_Format(PyExc_ImportError, "cannot load librdkafka from %s: %s", path, dlerror());
@@ -134,7 +135,10 @@ typedef struct {
     int32_t partition;
     rd_kafka_message_t **pending; /* consumed, not yet handed to Python */
     size_t capacity, count, next;
+    int busy; /* a call is inside librdkafka without the GIL: no other call may touch the handle */
 } PartitionReader;
+
+#define MAX_MESSAGES_PER_READ (1 << 20)
 
 static void drop_pending(PartitionReader *self) {
     for (size_t i = self->next; i < self->count; i++) rk.message_destroy(self->pending[i]);
@@ -216,6 +220,7 @@ static int reader_init(PartitionReader *self, PyObject *args, PyObject *kwds) {
         PyErr_Format(PyExc_RuntimeError, "assigning %s:%d failed: %s", topic, partition, rk.err2str(err));
         return -1;
     }
+    PyMem_Free(self->topic); /* __init__ again after close() */
     self->topic = PyMem_Malloc(strlen(topic) + 1);
     if (self->topic == NULL) {
         rk.destroy(handle);
@@ -232,6 +237,10 @@ static int reader_init(PartitionReader *self, PyObject *args, PyObject *kwds) {
 static int ensure_open(PartitionReader *self) {
     if (self->handle == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "PartitionReader is closed");
+        return 0;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PartitionReader is in use by another thread");
         return 0;
     }
     return 1;
@@ -254,10 +263,10 @@ static int binary_column(rd_kafka_message_t **msgs, Py_ssize_t n, int is_key, Py
         total += is_key ? msgs[i]->key_len : msgs[i]->len;
     }
     char *offs_raw = NULL, *bytes = NULL, *bits = NULL;
-    *offsets = new_bytes((n + 1) * sizeof(int32_t), &offs_raw);
-    *data = new_bytes((Py_ssize_t)total, &bytes);
+    if ((*offsets = new_bytes((n + 1) * sizeof(int32_t), &offs_raw)) == NULL) return -1;
+    if ((*data = new_bytes((Py_ssize_t)total, &bytes)) == NULL) return -1;
     *validity = missing ? new_bytes((n + 7) / 8, &bits) : (Py_INCREF(Py_None), Py_None);
-    if (*offsets == NULL || *data == NULL || *validity == NULL) return -1;
+    if (*validity == NULL) return -1;
     if (bits) memset(bits, 0, (n + 7) / 8);
     int32_t *offs = (int32_t *)offs_raw;
     int32_t at = 0;
@@ -292,7 +301,9 @@ static PyObject *error_event(rd_kafka_message_t *m) {
  * Records at offsets >= end are dropped (beyond_end counts them); error events
  * (end of partition, out of range, ...) come back as (code, offset, reason) tuples.
  * A batch stops before its keys or values would pass max_bytes; the rest waits for the
- * next call. timestamp_types are Spark's (-1 none, 0 create time, 1 log append time).
+ * next call, which hands out those leftovers before consuming again (max_messages bounds
+ * what is consumed, not the leftovers). timestamp_types are Spark's (-1 none, 0 create time,
+ * 1 log append time).
  */
 static PyObject *reader_read(PartitionReader *self, PyObject *args) {
     Py_ssize_t max_messages, max_bytes;
@@ -300,8 +311,8 @@ static PyObject *reader_read(PartitionReader *self, PyObject *args) {
     long long end;
     if (!PyArg_ParseTuple(args, "niLn", &max_messages, &timeout_ms, &end, &max_bytes)) return NULL;
     if (!ensure_open(self)) return NULL;
-    if (max_messages < 1 || max_bytes < 1 || max_bytes > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "max_messages must be >= 1 and max_bytes in [1, 2**31)");
+    if (max_messages < 1 || max_messages > MAX_MESSAGES_PER_READ || max_bytes < 1 || max_bytes > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "max_messages must be in [1, 2**20] and max_bytes in [1, 2**31)");
         return NULL;
     }
     if (self->next >= self->count) {
@@ -313,9 +324,11 @@ static PyObject *reader_read(PartitionReader *self, PyObject *args) {
             self->capacity = (size_t)max_messages;
         }
         ssize_t got;
+        self->busy = 1;
         Py_BEGIN_ALLOW_THREADS
         got = rk.consume_batch_queue(self->queue, timeout_ms, self->pending, (size_t)max_messages);
         Py_END_ALLOW_THREADS
+        self->busy = 0;
         if (got < 0) {
             PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
             return NULL;
@@ -373,7 +386,9 @@ static PyObject *reader_read(PartitionReader *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int kind = 0;
         o[i] = accepted[i]->offset;
-        s[i] = rk.message_timestamp(accepted[i], &kind) * 1000; /* ms -> Spark's µs; -1 stays -1000 */
+        /* ms -> Spark's µs. No timestamp (-1) becomes -1000 µs: Spark's JVM source makes a
+         * Timestamp of -1 ms too, and the Python reader does the same. */
+        s[i] = rk.message_timestamp(accepted[i], &kind) * 1000;
         k[i] = kind - 1; /* librdkafka 0/1/2 (none/create/log append) -> Spark -1/0/1 */
         rk.message_destroy(accepted[i]);
     }
@@ -381,7 +396,8 @@ static PyObject *reader_read(PartitionReader *self, PyObject *args) {
     return Py_BuildValue("(nNNnNNNnNNNNNn)", n, events, kv, key_nulls, ko, kd, vv, value_nulls, vo,
                          vd, offsets, stamps, kinds, beyond);
 fail:
-    /* Messages taken out of pending must still be freed; nothing reaches Python. */
+    /* Out of memory: the accepted messages are freed and the consumer has moved past them, so
+     * the task must fail (the MemoryError does that); its retry reads the range again. */
     for (Py_ssize_t i = 0; i < n; i++) rk.message_destroy(accepted[i]);
     PyMem_Free(accepted);
     Py_DECREF(events);
@@ -394,15 +410,21 @@ static PyObject *reader_watermarks(PartitionReader *self, PyObject *args) {
     if (!ensure_open(self)) return NULL;
     int64_t low = -1, high = -1;
     int err;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     err = rk.query_watermark_offsets(self->handle, self->topic, self->partition, &low, &high, timeout_ms);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (err) return Py_BuildValue("(iLLs)", err, (long long)low, (long long)high, rk.err2str(err));
     return Py_BuildValue("(iLLs)", 0, (long long)low, (long long)high, "");
 }
 
 static PyObject *reader_close(PartitionReader *self, PyObject *unused) {
     (void)unused;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "PartitionReader is in use by another thread");
+        return NULL;
+    }
     shut(self);
     Py_RETURN_NONE;
 }

@@ -35,13 +35,23 @@ READ_DEFAULTS = {
     "queued.min.messages": 500_000,
     "queued.max.messages.kbytes": 256 * 1024,
     "fetch.wait.max.ms": 100,
+    # Spark's Kafka source reads at Kafka's default level, and batches are planned to the high
+    # watermark; kafka.isolation.level=read_committed plans and reads to the last stable offset.
+    "isolation.level": "read_uncommitted",
 }
+
+#: How long one poll waits for its records. Short, because a range with offset gaps (compaction,
+#: transaction markers) never fills its last poll; kafkaConsumer.pollTimeoutMs bounds the waiting.
+POLL_WAIT_SECONDS = 0.1
 
 #: Client-side errors librdkafka recovers from by itself (reconnecting, retrying): logged, and
 #: bounded by kafkaConsumer.pollTimeoutMs like any other wait for records.
 TRANSIENT_ERRORS = frozenset(
     {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE}
 )
+
+#: The topic or partition is gone (deleted): as Spark's source, that is data loss.
+GONE_ERRORS = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC})
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -97,9 +107,11 @@ def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBa
     if rng.size == 0:
         return
     partition = open_partition(options, rng, arrow_schema(options.include_headers))
-    # Millions of short-lived message objects would trigger the cyclic GC over and over; they hold no cycles.
-    collecting = gc.isenabled()
-    gc.disable()
+    # The Python reader's millions of short-lived message objects would trigger the cyclic GC over
+    # and over; they hold no cycles. The C reader makes no per-record objects.
+    collecting = gc.isenabled() and isinstance(partition, ConfluentPartition)
+    if collecting:
+        gc.disable()
     try:
         yield from _read(partition, options, rng)
     finally:
@@ -114,7 +126,13 @@ def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -
     patience = options.poll_timeout_ms / 1000.0
     last_progress = time.monotonic()
     while position < rng.end:
-        polled = partition.poll(min(CONSUME_BATCH, rng.end - position), 1.0, rng.end)
+        polled = partition.poll(min(CONSUME_BATCH, rng.end - position), POLL_WAIT_SECONDS, rng.end)
+        if polled.batch is not None and polled.first_offset < position:
+            # Offsets only grow, unless the client was reset to earliest because the partition now
+            # ends below this range (recreated or truncated topic): those records are not the range's.
+            low, high = _watermarks(partition, label)
+            _lost(options, label, position, rng.end, low, high, "the partition was reset below the range's start")
+            return
         # Records first: librdkafka puts an end-of-partition event after the records it follows.
         if polled.batch is not None:
             if polled.first_offset > position:
@@ -151,6 +169,9 @@ def _end_of_partition(
         low, high = _watermarks(partition, label)
         _lost(options, label, position, rng.end, low, high, str(error))
         return False
+    if error.code() in GONE_ERRORS:
+        _lost(options, label, position, rng.end, -1, -1, str(error))
+        return True
     if error.code() in TRANSIENT_ERRORS or (error.retriable() and not error.fatal()):
         log.warning("retriable error reading %s at offset %d: %s", label, position, error)
         return False
@@ -180,8 +201,9 @@ def _skipped(options: SourceOptions, label: str, expected: int, got: int) -> Non
 def data_loss_message(label: str, start: int, end: int | None, low: int, high: int, why: str) -> str:
     """The one wording of data loss, used by planning and reading."""
     wanted = f"offsets {start}..{end - 1}" if end is not None and end > start else f"offset {start}"
+    held = f"Kafka holds [{low}, {high})" if low >= 0 else "Kafka no longer has the partition"
     return (
-        f"data loss on {label}: the query needs {wanted} but Kafka holds [{low}, {high}) ({why}). "
+        f"data loss on {label}: the query needs {wanted} but {held} ({why}). "
         "To go on, reset the query's offsets to ones Kafka still has (e.g. to earliest), or set the option "
         "failOnDataLoss=false to skip the lost records"
     )

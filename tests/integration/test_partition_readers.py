@@ -5,6 +5,8 @@ edges, the same refusals."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -156,3 +158,26 @@ def test_closed_native_reader_refuses_reads(kafka_bootstrap, topic):
         reader.read(10, 100, 10, 1000)
     with pytest.raises(ValueError, match="max_bytes"):
         module.PartitionReader(config, topic, 0, 0).read(10, 100, 10, 2**31)
+
+
+def test_native_reader_refuses_unsafe_calls(kafka_bootstrap, topic):
+    """librdkafka runs without the GIL: a second call on the same reader, or an oversized read, is refused."""
+    module = native_reader.native_module()
+    config = native_reader.librdkafka_config(arrow_rows.consumer_config(options(kafka_bootstrap, topic, "native")))
+    end = len(RECORDS)
+    reader = module.PartitionReader(config, topic, 0, end)  # at the end: a read waits for its timeout
+    results: list = []
+    waiting = threading.Thread(target=lambda: results.append(reader.read(10, 1500, end + 10, 1000)))
+    waiting.start()
+    time.sleep(0.3)
+    try:
+        with pytest.raises(RuntimeError, match="in use by another thread"):
+            reader.close()
+        with pytest.raises(RuntimeError, match="in use by another thread"):
+            reader.watermarks(1000)
+    finally:
+        waiting.join(10)
+    assert results and results[0][0] == 0  # the waiting read ended normally, with no records
+    with pytest.raises(ValueError, match="max_messages"):
+        reader.read(2**21, 100, end + 10, 1000)
+    reader.close()

@@ -1,0 +1,27 @@
+"""Batches are planned and read at one isolation level: Spark's default (read_uncommitted, to the
+high watermark), or read_committed (to the last stable offset) when kafka.isolation.level says so."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import IsolationLevel
+
+from airflow_kafka_stream.kafka.metadata import isolation_level
+from airflow_kafka_stream.spark.arrow_rows import consumer_config
+from airflow_kafka_stream.spark.source_options import parse_source_options
+
+
+@pytest.mark.parametrize(
+    "given, planned, read",
+    [
+        ({}, IsolationLevel.READ_UNCOMMITTED, "read_uncommitted"),
+        ({"kafka.isolation.level": "read_committed"}, IsolationLevel.READ_COMMITTED, "read_committed"),
+        ({"kafka.isolation.level": "READ_COMMITTED"}, IsolationLevel.READ_COMMITTED, "READ_COMMITTED"),
+        ({"kafka.isolation.level": "read_uncommitted"}, IsolationLevel.READ_UNCOMMITTED, "read_uncommitted"),
+    ],
+)
+def test_planner_and_reader_use_the_same_isolation_level(given, planned, read):
+    options = parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **given})
+    client = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}  # what the planner is given
+    assert isolation_level(client) == planned
+    assert consumer_config(options)["isolation.level"] == read

@@ -1,0 +1,132 @@
+"""The read loop's decisions over scripted polls: the cases a test broker cannot produce
+(a client reset below the range, a deleted partition, transient errors, offset gaps).
+The polls themselves are tested against a real broker in tests/integration/test_partition_readers.py."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import KafkaError
+
+from airflow_kafka_stream.errors import DataLossError, KafkaAccessError
+from airflow_kafka_stream.spark import arrow_rows
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.partition_polls import Polled
+from airflow_kafka_stream.spark.source_options import parse_source_options
+
+RANGE = OffsetRange("t", 0, 10, 20)
+
+
+class ScriptedPartition:
+    """Answers polls from a script; an exhausted script answers "nothing yet"."""
+
+    def __init__(self, *polls: Polled, watermarks: tuple[int, int] = (0, 20)) -> None:
+        self.polls = list(polls)
+        self.marks = watermarks
+        self.asked: list[int] = []
+
+    def poll(self, max_messages: int, timeout: float, end: int) -> Polled:
+        self.asked.append(max_messages)
+        return self.polls.pop(0) if self.polls else Polled(None, -1, -1, [], False)
+
+    def watermarks(self, timeout: float) -> tuple[int, int]:
+        return self.marks
+
+    def close(self) -> None:
+        pass
+
+
+def records(*offsets: int) -> Polled:
+    batch = pa.RecordBatch.from_arrays([pa.array(list(offsets), pa.int64())], names=["offset"])
+    return Polled(batch, offsets[0], offsets[-1], [], False)
+
+
+def event(code: int, offset: int, then: Polled | None = None) -> Polled:
+    base = then or Polled(None, -1, -1, [], False)
+    return base._replace(events=[(KafkaError(code, "scripted"), offset)])
+
+
+def read(partition: ScriptedPartition, **options: str) -> list[int]:
+    opts = parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options})
+    return [o for batch in arrow_rows._read(partition, opts, RANGE) for o in batch.column("offset").to_pylist()]
+
+
+def test_range_read_in_polls_sized_to_what_is_left():
+    partition = ScriptedPartition(records(10, 11, 12), records(13, 14, 15, 16, 17, 18, 19))
+    assert read(partition) == list(range(10, 20))
+    assert partition.asked == [10, 7]
+
+
+def test_offset_gaps_then_a_record_past_the_end_complete_the_range():
+    """Compaction or transaction markers leave gaps; a record at or past the end proves nothing is left."""
+    partition = ScriptedPartition(records(10, 12, 15), Polled(None, -1, -1, [], True))
+    assert read(partition) == [10, 12, 15]
+
+
+def test_end_of_partition_at_the_end_completes_the_range():
+    partition = ScriptedPartition(event(KafkaError._PARTITION_EOF, 20, then=records(17, 19)))
+    assert read(partition) == [17, 19]
+
+
+def test_end_of_partition_below_the_end_waits_when_the_end_exists():
+    partition = ScriptedPartition(
+        event(KafkaError._PARTITION_EOF, 15, then=records(10, 11, 12, 13, 14)), records(15, 16, 17, 18, 19)
+    )
+    assert read(partition) == list(range(10, 20))
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_partition_that_now_ends_short_is_data_loss(fail):
+    def partition():
+        return ScriptedPartition(event(KafkaError._PARTITION_EOF, 14, then=records(10, 11, 12, 13)), watermarks=(0, 14))
+
+    if fail == "true":
+        with pytest.raises(DataLossError, match=r"needs offsets 14\.\.19 but Kafka holds \[0, 14\)"):
+            read(partition())
+    else:
+        assert read(partition(), failOnDataLoss="false") == [10, 11, 12, 13]
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_records_below_the_range_after_a_client_reset_are_not_the_range(fail):
+    """A recreated topic: the client went back to earliest, and offsets 0.. belong to new data."""
+
+    def partition():
+        return ScriptedPartition(records(0, 1, 2), records(3, 4), watermarks=(0, 5))
+
+    if fail == "true":
+        with pytest.raises(DataLossError, match=r"needs offsets 10\.\.19 but Kafka holds \[0, 5\) \(the partition was reset"):
+            read(partition())
+    else:
+        assert read(partition(), failOnDataLoss="false") == []
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_deleted_partition_is_data_loss(fail):
+    def partition():
+        return ScriptedPartition(records(10, 11), event(KafkaError.UNKNOWN_TOPIC_OR_PART, 12))
+
+    if fail == "true":
+        with pytest.raises(DataLossError, match=r"needs offsets 12\.\.19 but Kafka no longer has the partition"):
+            read(partition())
+    else:
+        assert read(partition(), failOnDataLoss="false") == [10, 11]
+
+
+def test_transient_client_errors_are_waited_out():
+    partition = ScriptedPartition(
+        event(KafkaError._TRANSPORT, -1), event(KafkaError._ALL_BROKERS_DOWN, -1), records(*range(10, 20))
+    )
+    assert read(partition) == list(range(10, 20))
+
+
+def test_other_client_errors_fail_the_read_naming_partition_and_offset():
+    partition = ScriptedPartition(records(10, 11), event(KafkaError.TOPIC_AUTHORIZATION_FAILED, 12))
+    with pytest.raises(KafkaAccessError, match=r"reading t:0 at offset 12 failed"):
+        read(partition)
+
+
+def test_waiting_is_bounded_by_poll_timeout_even_with_transient_errors():
+    partition = ScriptedPartition(*[event(KafkaError._TRANSPORT, -1) for _ in range(1000)])
+    with pytest.raises(KafkaAccessError, match=r"no records from t:0 at offset 10 for 0s .*kafkaConsumer.pollTimeoutMs"):
+        read(partition, **{"kafkaConsumer.pollTimeoutMs": "50"})
