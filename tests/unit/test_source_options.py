@@ -100,6 +100,8 @@ def test_defaults_and_kafka_passthrough():
     assert parsed.kafka == {"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL"}
     assert parsed.max_offsets_per_trigger == 100
     assert (parsed.fail_on_data_loss, parsed.include_headers, parsed.drain_path) == (True, False, None)
+    assert parsed.native_reader is True
+    assert parse_source_options({**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "false"}).native_reader is False
 
 
 @pytest.mark.parametrize(
@@ -162,6 +164,11 @@ def test_defaults_and_kafka_passthrough():
             {**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "1e3"}, "positive integer", id="max-offsets-not-integer"
         ),
         pytest.param({**BOOT, "subscribe": "a", "failOnDataLoss": "yes"}, "true or false", id="boolean-spelling"),
+        pytest.param(
+            {**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "off"},
+            "kafkaConsumer.nativeReader must be true or false",
+            id="native-reader-spelling",
+        ),
         pytest.param(
             {**BOOT, "subscribe": "a", "startingOffset": "earliest"},
             "did you mean 'startingOffsets'",
