@@ -23,3 +23,17 @@ def redact(args: dict[str, Any]) -> dict[str, Any]:
         else:
             clean[key] = value
     return clean
+
+
+def secret_values(settings: dict[str, Any]) -> list[str]:
+    """The values of secret-looking settings, longest first (so a value containing another is masked whole)."""
+    values = {str(value) for key, value in settings.items() if is_secret_key(key) and str(value)}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_text(text: str, secrets: list[str]) -> str:
+    """``text`` with every occurrence of a secret value masked: error texts can quote the config
+    (a user's code, a client's message) and go to status files, logs and Airflow's UI."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text

@@ -38,7 +38,7 @@ from pyspark.errors import StreamingQueryException
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
-from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.redaction import is_secret_key, redact_text, secret_values
 from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark import status as st
@@ -353,7 +353,8 @@ class StreamRuntime:
             self._set_state(st.RUNNING)
             graceful = self._supervise()
         except Exception as exc:  # noqa: BLE001 - recorded as FAILED, re-raised below only if not a query error
-            self._error = f"{type(exc).__name__}: {exc}"[:2000]
+            secrets = secret_values({**self.config.client_config(), **self.config.source_options})
+            self._error = redact_text(f"{type(exc).__name__}: {exc}", secrets)[:2000]
             log.error("job %s failed: %s", self.config.job_name, self._error)
         finally:
             if self._query is not None and self._query.isActive:

@@ -82,3 +82,25 @@ def test_a_driver_does_not_start_while_a_control_operation_holds_the_job(spark, 
             runtime.prepare()
     assert read_status(home) is None, "a refused start writes no status"
     assert job.generations() == [], "and creates no checkpoint generation"
+
+
+def test_a_failed_run_reports_its_error_without_secrets(spark, kafka_bootstrap, tmp_path):
+    """The error text goes to status.json, the history and Airflow's UI: secret values are masked there."""
+    topic = create_topic(kafka_bootstrap, unique("secret"), 1)
+    produce(kafka_bootstrap, topic, [(None, "v")], partition=0)
+    home = str(tmp_path / "home")
+    password = "hunter2-not-for-logs"
+    config = StreamConfig(job_name="secret", bootstrap_servers=kafka_bootstrap, group_id=unique("secret-group"),
+                          topics=[topic], starting_offsets="earliest",
+                          source_options={"kafka.sasl.password": password})
+
+    def leaky(batch_df, batch_id):
+        raise RuntimeError(f"cannot log in with password {password}")
+
+    runtime = StreamRuntime(spark, home, config)
+    result = runtime.run(runtime.read_stream().writeStream.foreachBatch(leaky).trigger(availableNow=True))
+    assert result.exit_code != 0 and result.state == "FAILED", result.summary()
+    status_text = json.dumps(read_status(home))
+    assert "cannot log in with password ***" in status_text
+    assert password not in status_text
+    assert password not in (tmp_path / "home" / "history.jsonl").read_text()
