@@ -1,0 +1,50 @@
+"""The runtime reads Spark's progress events from their JSON (one py4j call, not fifty)."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.spark.runtime import _BatchListener, batch_end_offsets, progress_from_json
+
+#: The shape of StreamingQueryProgress.json in Spark 4.2; NaN rates are left out, as Spark does.
+PROGRESS = {
+    "id": "8f1c0c56-4f4e-4c4e-9a1e-2a3b4c5d6e7f",
+    "runId": "0d1e2f3a-4b5c-4d6e-8f90-a1b2c3d4e5f6",
+    "name": None,
+    "timestamp": "2026-11-22T17:00:00.000Z",
+    "batchId": 7,
+    "batchDuration": 120,
+    "numInputRows": 42,
+    "processedRowsPerSecond": 350.0,
+    "durationMs": {"addBatch": 80, "commitOffsets": 5, "latestOffset": 3, "triggerExecution": 120},
+    "stateOperators": [],
+    "sources": [
+        {
+            "description": "kafka_stream",
+            "startOffset": {"orders": {"0": 10, "1": 4}},
+            "endOffset": {"orders": {"0": 40, "1": 16}},
+            "latestOffset": {"orders": {"0": 40, "1": 16}},
+            "numInputRows": 42,
+            "processedRowsPerSecond": 350.0,
+        }
+    ],
+    "sink": {"description": "noop", "numOutputRows": -1},
+}
+
+
+def test_progress_fields_the_runtime_uses():
+    progress = progress_from_json(json.dumps(PROGRESS))
+    assert (progress.id, progress.batchId, progress.numInputRows) == (PROGRESS["id"], 7, 42)
+    assert batch_end_offsets(progress.sources) == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 16}
+
+
+def test_only_executed_batches_of_the_query_reach_the_runtime():
+    seen: list = []
+    listener = _BatchListener(seen.append)
+    listener.query_id = PROGRESS["id"]
+    listener.on_progress_json(json.dumps(PROGRESS))
+    listener.on_progress_json(json.dumps({**PROGRESS, "id": "another-query"}))
+    idle = {**PROGRESS, "numInputRows": 0, "durationMs": {"latestOffset": 2, "triggerExecution": 2}}
+    listener.on_progress_json(json.dumps(idle))  # no batch ran: nothing to commit
+    assert [p.batchId for p in seen] == [7]
