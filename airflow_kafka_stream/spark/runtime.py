@@ -130,12 +130,11 @@ def offsets_equal(left: Any, right: Any) -> bool:
         return False
 
 
-def batch_end_offsets(sources: list[Any]) -> PartitionOffsets | None:
-    """The Kafka end offsets of one batch from its progress's sources (None if no Kafka source)."""
+def batch_end_offsets(ends: list[Any]) -> PartitionOffsets | None:
+    """The Kafka end offsets of one batch from its sources' ``endOffset`` values (None if no Kafka source)."""
     merged: PartitionOffsets = {}
     found = False
-    for source in sources:
-        end = getattr(source, "endOffset", None)
+    for end in ends:
         if not end:
             continue
         try:
@@ -241,27 +240,18 @@ class BatchProgress:
     batchId: int  # noqa: N815 - Spark's name
     numInputRows: int  # noqa: N815
     durationMs: dict[str, int]  # noqa: N815
-    sources: list[Any]
-
-
-@dataclass(frozen=True)
-class SourceEnd:
-    endOffset: str | None  # noqa: N815 - Spark's name
+    end_offsets: PartitionOffsets | None
 
 
 def progress_from_json(text: str) -> BatchProgress:
     """A progress event's JSON (``StreamingQueryProgress.json``) read into the fields the runtime uses."""
     data = json.loads(text)
-
-    def as_text(value: Any) -> str | None:
-        return value if value is None or isinstance(value, str) else json.dumps(value)
-
     return BatchProgress(
         id=str(data["id"]),
         batchId=int(data["batchId"]),
         numInputRows=int(data.get("numInputRows") or 0),
         durationMs=dict(data.get("durationMs") or {}),
-        sources=[SourceEnd(as_text(source.get("endOffset"))) for source in data.get("sources") or []],
+        end_offsets=batch_end_offsets([source.get("endOffset") for source in data.get("sources") or []]),
     )
 
 
@@ -514,8 +504,8 @@ class StreamRuntime:
         with self._lock:
             return committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
 
-    def _on_batch(self, progress) -> None:
-        offsets = batch_end_offsets(progress.sources)
+    def _on_batch(self, progress: BatchProgress) -> None:
+        offsets = progress.end_offsets
         if offsets is None:
             log.warning("batch %s has no Kafka offsets in its progress; nothing to commit", progress.batchId)
             return

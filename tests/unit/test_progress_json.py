@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.runtime import _BatchListener, batch_end_offsets, progress_from_json
+from airflow_kafka_stream.spark.runtime import _BatchListener, progress_from_json
 
 #: The shape of StreamingQueryProgress.json in Spark 4.2; NaN rates are left out, as Spark does.
 PROGRESS = {
@@ -36,7 +36,7 @@ PROGRESS = {
 def test_progress_fields_the_runtime_uses():
     progress = progress_from_json(json.dumps(PROGRESS))
     assert (progress.id, progress.batchId, progress.numInputRows) == (PROGRESS["id"], 7, 42)
-    assert batch_end_offsets(progress.sources) == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 16}
+    assert progress.end_offsets == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 16}
 
 
 def test_only_executed_batches_of_the_query_reach_the_runtime():
