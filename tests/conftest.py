@@ -6,9 +6,12 @@ cluster instead of the embedded broker; topics get unique names either way.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,17 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # Spark's Python workers must run this environment's interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+# Airflow reads its home at import time: give the test run its own (SQLite, no example DAGs), before any
+# test module imports airflow. See tests/airflow_helpers.py for the database and the DAGs folder.
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="aks-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(AIRFLOW_HOME / "dags")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
+os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+(AIRFLOW_HOME / "dags").mkdir()
+atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -74,3 +88,14 @@ def s3_server():
         yield {"bucket": "stream-tests", "storage_options": options, "endpoint": endpoint}
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_db():
+    """Airflow's metadata database (SQLite in this run's AIRFLOW_HOME), migrated once."""
+    import subprocess
+
+    airflow = Path(sys.executable).with_name("airflow")
+    done = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    yield AIRFLOW_HOME

@@ -1,0 +1,188 @@
+"""Judge a job's status document against what a waiting task expects, as a pure function.
+
+The running job rewrites ``status.json`` every few seconds (see
+``spark/status.py``). Sensors and triggers poll it; this module decides, from
+one status read and the clock passed in, whether the wait is over and how it
+ended. No I/O, so the rules are tested as a table.
+
+Rules, checked in order; the first that applies decides:
+1. No status, or one left by an earlier run (started before ``newer_than``):
+   keep waiting, the driver has not reported yet.
+2. FAILED: the job failed; the wait fails with the job's error (unless FAILED
+   is a target state).
+3. A target state reached, with at least ``min_batches`` batches committed in
+   this run when the target is RUNNING: the wait succeeds.
+4. STOPPED while waiting for another state: the job ended; the wait fails.
+5. An active state (STARTING, RUNNING, DRAINING) whose heartbeat is older than
+   ``max_heartbeat_age``: the driver died without saying so; the wait fails.
+6. Otherwise keep waiting.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+STARTING, RUNNING, DRAINING, STOPPED, FAILED = "STARTING", "RUNNING", "DRAINING", "STOPPED", "FAILED"
+ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
+KNOWN_STATES = ACTIVE_STATES | {STOPPED, FAILED}
+
+
+class Outcome(enum.StrEnum):
+    WAITING = "waiting"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one look at the status says: keep waiting, or done (succeeded or failed) and why."""
+
+    outcome: Outcome
+    message: str
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not Outcome.WAITING
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    """What a waiting task expects of the job."""
+
+    target_states: frozenset[str]
+    min_batches: int = 0
+    newer_than: datetime | None = None
+    max_heartbeat_age: float = 30.0
+
+    @classmethod
+    def of(cls, target_states: Collection[str], min_batches: int = 0, newer_than: datetime | None = None,
+           max_heartbeat_age: float = 30.0) -> WatchSpec:
+        """Validate and build; raises ValueError naming the bad argument."""
+        states = frozenset(s.upper() for s in target_states)
+        unknown = sorted(states - KNOWN_STATES)
+        if not states or unknown:
+            raise ValueError(
+                f"target_states must be a non-empty subset of {sorted(KNOWN_STATES)}, got {sorted(target_states)}"
+            )
+        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 0:
+            raise ValueError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
+        if newer_than is not None and newer_than.tzinfo is None:
+            raise ValueError("newer_than must carry a timezone")
+        if not max_heartbeat_age > 0:
+            raise ValueError(f"max_heartbeat_age must be a positive number of seconds, got {max_heartbeat_age!r}")
+        return cls(states, min_batches, newer_than, float(max_heartbeat_age))
+
+
+def summary(status: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
+    """The few status fields a task log or XCom shows (no secrets are ever in a status)."""
+    if not status:
+        return {"state": None}
+    return {
+        "state": status.get("state"),
+        "application_id": status.get("application_id"),
+        "generation": status.get("generation"),
+        "last_batch_id": status.get("last_batch_id"),
+        "last_offsets": status.get("last_offsets"),
+        "batches_this_run": status.get("batches_this_run"),
+        "heartbeat_age_seconds": _rounded(heartbeat_age(status, now)),
+        "started_at": status.get("started_at"),
+        "error": status.get("error"),
+    }
+
+
+def heartbeat_age(status: Mapping[str, Any], now: datetime) -> float | None:
+    beat = status.get("heartbeat_epoch")
+    if isinstance(beat, bool) or not isinstance(beat, int | float):
+        return None
+    return now.timestamp() - float(beat)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _started_at(status: Mapping[str, Any]) -> datetime | None:
+    text = status.get("started_at")
+    try:
+        return datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+# 1. Nothing from this run yet.
+def not_reported_yet(status: Mapping[str, Any] | None, spec: WatchSpec) -> Verdict | None:
+    if not status:
+        return Verdict(Outcome.WAITING, "the job has not reported a status yet")
+    started = _started_at(status)
+    if spec.newer_than is not None and (started is None or started < spec.newer_than):
+        return Verdict(Outcome.WAITING, f"the status is from an earlier run (started {status.get('started_at')})")
+    return None
+
+
+# 2. The job failed.
+def job_failed(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
+    if status.get("state") == FAILED and FAILED not in spec.target_states:
+        return Verdict(Outcome.FAILED, f"the job FAILED: {status.get('error') or 'no error recorded'}")
+    return None
+
+
+# 3. A target state reached (with enough batches when waiting for RUNNING).
+def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Verdict | None:
+    state = status.get("state")
+    if state not in spec.target_states:
+        return None
+    if state in ACTIVE_STATES and _stale(status, spec, now):
+        return None  # rule 5 decides
+    if state == RUNNING and spec.min_batches:
+        done = status.get("batches_this_run") or 0
+        if done < spec.min_batches:
+            return None
+        return Verdict(Outcome.SUCCESS, f"the job is RUNNING and committed {done} batch(es) in this run "
+                                        f"(last batch {status.get('last_batch_id')})")
+    return Verdict(Outcome.SUCCESS, f"the job is {state} (last committed batch {status.get('last_batch_id')})")
+
+
+# 4. The job ended while another state was awaited.
+def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
+    if status.get("state") == STOPPED and STOPPED not in spec.target_states:
+        return Verdict(Outcome.FAILED, f"the job STOPPED (last committed batch {status.get('last_batch_id')}) "
+                                       f"while {'/'.join(sorted(spec.target_states))} was awaited")
+    return None
+
+
+# 5. The driver stopped heart-beating.
+def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Verdict | None:
+    if status.get("state") in ACTIVE_STATES and _stale(status, spec, now):
+        age = heartbeat_age(status, now)
+        return Verdict(Outcome.FAILED, f"the job's last status says {status.get('state')} but its heartbeat is "
+                                       f"{'missing' if age is None else f'{age:.0f}s old'}: the driver died "
+                                       "without reporting; read its log in the job home")
+    return None
+
+
+def _stale(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> bool:
+    age = heartbeat_age(status, now)
+    interval = status.get("heartbeat_interval_seconds")
+    limit = spec.max_heartbeat_age
+    if isinstance(interval, int | float) and not isinstance(interval, bool):
+        limit = max(limit, 4 * float(interval))  # a slow-beating job is not dead between two beats
+    return age is None or age > limit
+
+
+def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime) -> Verdict:
+    """Apply the rules in order to one status read at ``now``."""
+    early = not_reported_yet(status, spec)
+    if early is not None:
+        return early
+    assert status is not None
+    for verdict in (job_failed(status, spec), target_reached(status, spec, now), ended_elsewhere(status, spec),
+                    driver_gone(status, spec, now)):
+        if verdict is not None:
+            return verdict
+    state = status.get("state")
+    progress = f", {status.get('batches_this_run') or 0} batch(es) this run" if state == RUNNING else ""
+    return Verdict(Outcome.WAITING, f"the job is {state}{progress}")

@@ -1,0 +1,96 @@
+"""Reset a job's offsets from a DAG: checkpoint and consumer group together, dry run unless told to execute."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.core.reset_plan import StrategyKind
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+#: Strategies as the CLI names them: kafka-consumer-groups.sh's, plus a savepoint's recorded offsets.
+STRATEGIES = tuple(kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED) + ("to-savepoint",)
+NO_VALUE = ("to-current", "to-earliest", "to-latest")
+
+
+class StreamResetOperator(BaseOperator):
+    """Plan, and with ``execute=True`` apply, an offset reset of the job's checkpoint and group.
+
+    The plan (one row per partition: checkpoint, group, watermarks, requested and new offset) is logged
+    as a table and pushed to XCom; an executed reset adds what was written and the verification.
+    A reset is refused while the job runs, and changes nothing when refused.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param strategy: one of ``to-current``, ``to-offset``, ``to-datetime``, ``to-earliest``, ``to-latest``,
+        ``shift-by``, ``by-duration``, ``from-file``, ``to-savepoint``. Templated.
+    :param value: the strategy's value: an offset or ``topic:partition=offset,...``, an ISO 8601 date-time
+        with a zone, a signed shift, an ISO 8601 duration, a CSV file path, or a savepoint id. Templated.
+    :param topics: scope: ``topic`` or ``topic:0,1`` items (default: all the job's topics). Templated.
+    :param timezone: zone for a date-time given without one (e.g. ``Europe/Berlin``).
+    :param strict: refuse targets outside the partition's [low, high] instead of clamping them.
+    :param execute: apply the plan (default False: a dry run that changes nothing).
+    :param export: write the plan as CSV (kafka-consumer-groups.sh format) to this path. Templated.
+    :param drop_state: start a new checkpoint generation at the targets, dropping operator state.
+    :param allow_sink_batch_log: with ``drop_state``, proceed although a file sink logs batch ids.
+    :param kafka_conn_id: the ``kafka`` connection of the job's cluster.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param group: the consumer group (default: the job's). Templated.
+    """
+
+    template_fields: Sequence[str] = ("job_home", "strategy", "value", "topics", "export", "group")
+
+    def __init__(self, *, job_home: str, strategy: str, value: str | None = None,
+                 topics: Sequence[str] | None = None, timezone: str | None = None, strict: bool = False,
+                 execute: bool = False, export: str | None = None, drop_state: bool = False,
+                 allow_sink_batch_log: bool = False, kafka_conn_id: str = "kafka_default",
+                 storage_conn_id: str | None = None, group: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_home = job_home
+        self.strategy = strategy
+        self.value = value
+        self.topics = list(topics or [])
+        self.timezone = timezone
+        self.strict = strict
+        self.execute_reset = execute
+        self.export = export
+        self.drop_state = drop_state
+        self.allow_sink_batch_log = allow_sink_batch_log
+        self.kafka_conn_id = kafka_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.group = group
+        if "{{" not in strategy:
+            check_strategy(strategy, value)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops import reset
+
+        check_strategy(self.strategy, self.value)
+        request = reset.ResetRequest(self.strategy, self.value or None, [t for t in self.topics if t],
+                                     self.timezone, self.strict)
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        ctx = hook.context(group=self.group)
+        if not self.execute_reset:
+            plan = reset.plan(ctx, request)
+            if self.export:
+                reset.export_csv(plan, self.export)
+            self.log.info("reset plan for %s (dry run: nothing changed):\n%s", self.job_home, plan.to_table())
+            return {"executed": False, "plan": plan.to_dict()}
+        outcome = reset.execute(ctx, request, drop_state=self.drop_state, sink_path=ctx.sink_path,
+                                allow_sink_batch_log=self.allow_sink_batch_log, export=self.export)
+        self.log.info("reset of %s:\n%s\n%s", self.job_home, outcome["plan_table"], reset.outcome_text(outcome))
+        result = {key: value for key, value in outcome.items() if key != "plan_table"}
+        result["executed"] = True
+        return result
+
+
+def check_strategy(strategy: str, value: str | None) -> None:
+    """Refuse an unknown strategy or a missing/extra value, naming the argument."""
+    if strategy not in STRATEGIES:
+        raise InvalidInputError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if strategy in NO_VALUE and value:
+        raise InvalidInputError(f"strategy {strategy} takes no value, got value={value!r}")
+    if strategy not in NO_VALUE and not value:
+        raise InvalidInputError(f"strategy {strategy} needs a value (argument 'value')")

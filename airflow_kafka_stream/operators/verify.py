@@ -1,0 +1,62 @@
+"""Verify a job from a DAG: group offsets against the checkpoint and the topic, per partition."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.core.verify import Status
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+#: Every status but OK fails the task by default (lag alone is not a problem).
+DEFAULT_FAIL_ON = tuple(status.value for status in Status if status is not Status.OK)
+
+
+class StreamVerifyOperator(BaseOperator):
+    """Compare the consumer group with the checkpoint and the topic watermarks; push the report to XCom.
+
+    The report is the CLI's ``verify --json``: overall status, total lag, and per partition the checkpoint
+    and group offsets, watermarks, lag, status and why.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param kafka_conn_id: the ``kafka`` connection of the job's cluster.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param group: the consumer group (default: the one in the job's job.json). Templated.
+    :param stall_threshold: ISO 8601 duration without a committed batch, while there is lag and the job
+        runs, that counts as STALLED.
+    :param fail_on: statuses that fail the task (default: every status but OK).
+    """
+
+    template_fields: Sequence[str] = ("job_home", "group", "stall_threshold")
+
+    def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", storage_conn_id: str | None = None,
+                 group: str | None = None, stall_threshold: str = "PT10M",
+                 fail_on: Sequence[str] = DEFAULT_FAIL_ON, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_home = job_home
+        self.kafka_conn_id = kafka_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.group = group
+        self.stall_threshold = stall_threshold
+        known = {status.value for status in Status}
+        unknown = sorted(set(fail_on) - known)
+        if unknown:
+            raise InvalidInputError(f"fail_on names unknown status(es) {unknown}; choose from {sorted(known)}")
+        self.fail_on = list(fail_on)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.verify import verify
+
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        result = verify(hook.context(group=self.group), stall_threshold=self.stall_threshold)
+        self.log.info("verify %s:\n%s", self.job_home, result.to_table())
+        report = result.to_dict()
+        failing = [p for p in report["partitions"] if p["status"] in self.fail_on]
+        if failing:
+            context["ti"].xcom_push(key="return_value", value=report)
+            listed = "; ".join(f"{p['topic']}:{p['partition']} {p['status']} ({p['detail']})" for p in failing[:10])
+            raise JobStateError(f"job {self.job_home}: {len(failing)} partition(s) failed verification: {listed}")
+        return report

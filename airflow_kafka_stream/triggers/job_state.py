@@ -1,0 +1,103 @@
+"""Wait, in the triggerer, until a streaming job reaches a state (RUNNING with N batches, STOPPED, ...).
+
+The trigger polls the job home's ``status.json`` and judges each read with
+``core.job_watch``; it yields exactly one event. It keeps only serializable
+arguments (the job home, a storage connection id, never a configuration with
+secrets), reads storage off the event loop, and may run more than once: a
+restarted triggerer simply starts polling again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+
+
+class StreamJobStateTrigger(BaseTrigger):
+    """Yield one event when the job reaches one of ``target_states``, fails, dies, or the timeout passes.
+
+    :param job_home: the job's home directory (path or URL).
+    :param target_states: the states that end the wait successfully (e.g. ``["RUNNING"]``, ``["STOPPED"]``).
+    :param min_batches: with RUNNING, how many batches the current run must have committed.
+    :param newer_than: ISO time: a status whose run started before it belongs to an earlier run.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param poll_seconds: how often to read the status.
+    :param timeout_seconds: how long to wait before yielding a ``timeout`` event.
+    :param max_heartbeat_age: seconds without a heartbeat after which a running job counts as dead.
+    """
+
+    def __init__(self, job_home: str, target_states: list[str], min_batches: int = 0,
+                 newer_than: str | None = None, storage_conn_id: str | None = None, poll_seconds: float = 5.0,
+                 timeout_seconds: float = 600.0, max_heartbeat_age: float = 30.0) -> None:
+        super().__init__()
+        self.job_home = job_home
+        self.target_states = list(target_states)
+        self.min_batches = min_batches
+        self.newer_than = newer_than
+        self.storage_conn_id = storage_conn_id
+        self.poll_seconds = poll_seconds
+        self.timeout_seconds = timeout_seconds
+        self.max_heartbeat_age = max_heartbeat_age
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_home": self.job_home,
+                "target_states": self.target_states,
+                "min_batches": self.min_batches,
+                "newer_than": self.newer_than,
+                "storage_conn_id": self.storage_conn_id,
+                "poll_seconds": self.poll_seconds,
+                "timeout_seconds": self.timeout_seconds,
+                "max_heartbeat_age": self.max_heartbeat_age,
+            },
+        )
+
+    def spec(self) -> WatchSpec:
+        newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
+        return WatchSpec.of(self.target_states, self.min_batches, newer, self.max_heartbeat_age)
+
+    def _read_status(self) -> dict[str, Any] | None:
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.storage.jobhome import JobHome
+
+        options = StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options()
+        return JobHome(self.job_home, options).status()
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            spec = self.spec()
+        except ValueError as exc:
+            yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
+            return
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            try:
+                status = await asyncio.to_thread(self._read_status)
+            except Exception as exc:  # noqa: BLE001 - a storage error ends the wait with its message
+                yield TriggerEvent({"status": "error", "message": f"cannot read the job's status: {exc}",
+                                    "job": {"state": None}})
+                return
+            now = datetime.now(UTC)
+            verdict = judge(status, spec, now)
+            if verdict.done:
+                state = "success" if verdict.outcome is Outcome.SUCCESS else "failed"
+                yield TriggerEvent({"status": state, "message": verdict.message, "job": summary(status, now)})
+                return
+            if time.monotonic() >= deadline:
+                yield TriggerEvent({
+                    "status": "timeout",
+                    "message": f"gave up after {self.timeout_seconds:.0f}s: {verdict.message}",
+                    "job": summary(status, now),
+                })
+                return
+            self.log.info("job %s: %s", self.job_home, verdict.message)
+            await asyncio.sleep(self.poll_seconds)

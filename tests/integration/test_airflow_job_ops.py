@@ -1,0 +1,114 @@
+"""The Airflow layer against a real job: a real driver process, real broker, real Airflow (dag.test).
+
+One example pipeline runs as a detached driver; DAGs wait for it (deferred and in poke mode), are
+refused a reset while it runs, wait for its graceful stop, verify it, plan a reset and execute one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.airflow_helpers import kafka_connection, run_dag, set_connection
+from tests.integration.test_exactly_once import PARTITIONS, Pipeline, events, group_offsets
+from tests.kafka_utils import create_topic, produce, unique, watermarks
+
+pytestmark = pytest.mark.integration
+
+HEADER = """
+from airflow.sdk import DAG
+from airflow_kafka_stream.operators.reset import StreamResetOperator
+from airflow_kafka_stream.operators.verify import StreamVerifyOperator
+from airflow_kafka_stream.sensors.job_state import StreamJobStateSensor
+HOME = {home!r}
+"""
+
+
+def dag_source(dag_id: str, home: str, body: str) -> str:
+    return HEADER.format(home=home) + f"\nwith DAG({dag_id!r}, schedule=None, catchup=False) as dag:\n" + body
+
+
+def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, airflow_db, monkeypatch):
+    topic = create_topic(kafka_bootstrap, unique("af-ops"), PARTITIONS)
+    group = unique("af-ops-group")
+    produce(kafka_bootstrap, topic, events(0, 40))
+    set_connection(monkeypatch, "kafka_default", kafka_connection(kafka_bootstrap))
+    pipeline = Pipeline(tmp_path, kafka_bootstrap, topic, group)
+    home = str(pipeline.home)
+    try:
+        waited = run_dag("aks_wait_running", dag_source("aks_wait_running", home, """
+    StreamJobStateSensor(task_id="deferred", job_home=HOME, target_states=["RUNNING"], min_batches=1,
+                         deferrable=True, poke_interval=1, timeout=240)
+    StreamJobStateSensor(task_id="poked", job_home=HOME, target_states=["RUNNING"], min_batches=1,
+                         deferrable=False, mode="poke", poke_interval=1, timeout=240)
+"""))
+        assert waited.tasks == {"deferred": "success", "poked": "success"}, pipeline.log_tail()
+        assert waited.xcom("deferred")["state"] == "RUNNING"
+        assert waited.xcom("poked")["batches_this_run"] >= 1
+
+        ends = {p: high for p, (_low, high) in watermarks(kafka_bootstrap, topic, PARTITIONS).items()}
+        pipeline.wait_for_offsets(topic, ends)
+        before = read_position(JobHome(home).checkpoint_url()).source_offsets(0)
+        refused = run_dag("aks_reset_running", dag_source("aks_reset_running", home, """
+    StreamResetOperator(task_id="reset", job_home=HOME, strategy="to-earliest", execute=True)
+"""))
+        assert refused.tasks == {"reset": "failed"}
+        record = JobHome(home).history()[-1]
+        assert (record["operation"], record["result"]) == ("reset", "refused")
+        assert "is running" in record["error"]
+        assert read_position(JobHome(home).checkpoint_url()).source_offsets(0) == before
+
+        pipeline.request_stop()
+        stopped = run_dag("aks_wait_stopped", dag_source("aks_wait_stopped", home, """
+    StreamJobStateSensor(task_id="stopped", job_home=HOME, target_states=["STOPPED"], deferrable=True,
+                         poke_interval=1, timeout=240)
+"""))
+        assert stopped.tasks == {"stopped": "success"}, pipeline.log_tail()
+        assert pipeline.wait_exit() == 0
+    finally:
+        pipeline.kill()
+
+    wanted = {topic: {str(p): end for p, end in ends.items()}}
+    verified = run_dag("aks_verify", dag_source("aks_verify", home, """
+    StreamVerifyOperator(task_id="verify", job_home=HOME)
+"""))
+    assert verified.tasks == {"verify": "success"}
+    report = verified.xcom("verify")
+    assert report["status"] == "OK"
+    assert {(p["topic"], str(p["partition"])): p["checkpoint_offset"] for p in report["partitions"]} == {
+        (topic, part): off for part, off in wanted[topic].items()}
+
+    planned = run_dag("aks_reset_plan", dag_source("aks_reset_plan", home, """
+    StreamResetOperator(task_id="plan", job_home=HOME, strategy="to-earliest")
+"""))
+    assert planned.tasks == {"plan": "success"}
+    plan = planned.xcom("plan")
+    assert plan["executed"] is False
+    assert {row["target"] for row in plan["plan"]["partitions"]} == {0}
+    assert read_position(JobHome(home).checkpoint_url()).source_offsets(0) == before, "a dry run changed nothing"
+    assert group_offsets(kafka_bootstrap, group, topic) == wanted
+
+    executed = run_dag("aks_reset_execute", dag_source("aks_reset_execute", home, """
+    StreamResetOperator(task_id="reset", job_home=HOME, strategy="to-earliest", execute=True)
+"""))
+    assert executed.tasks == {"reset": "success"}
+    outcome = executed.xcom("reset")
+    assert outcome["executed"] is True and outcome["verified"] is True, json.dumps(outcome)[:2000]
+    assert set(read_position(JobHome(home).checkpoint_url()).source_offsets(0).values()) == {0}
+    assert group_offsets(kafka_bootstrap, group, topic) == {topic: {str(p): 0 for p in range(PARTITIONS)}}
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [
+    ({"strategy": "to-yesterday"}, "strategy"),
+    ({"strategy": "to-datetime"}, "value"),
+    ({"strategy": "to-earliest", "value": "5"}, "value"),
+])
+def test_reset_operator_refuses_bad_arguments_naming_them(kwargs, named):
+    from airflow_kafka_stream.errors import InvalidInputError
+    from airflow_kafka_stream.operators.reset import StreamResetOperator
+
+    with pytest.raises(InvalidInputError, match=named):
+        StreamResetOperator(task_id="r", job_home="/tmp/x", **kwargs)
