@@ -29,6 +29,7 @@ import os
 import sys
 
 from airflow_kafka_stream.ops.context import read_properties
+from airflow_kafka_stream.ops.submit import client_config_from_env
 from airflow_kafka_stream.spark.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
 
@@ -123,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         heartbeat_seconds=args.heartbeat_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,
-        kafka_options=read_properties(args.command_config) if args.command_config else {},
+        # Settings a submit passed in the environment (secrets stay out of the process arguments).
+        kafka_options={**client_config_from_env(),
+                       **(read_properties(args.command_config) if args.command_config else {})},
         app_version=args.app_version,
         sink_path=args.output,
     )

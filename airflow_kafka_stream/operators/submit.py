@@ -1,0 +1,198 @@
+"""Submit a streaming job from a DAG: a detached driver through SparkSubmitHook, then wait without a worker slot."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.configuration import conf
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.ops.submit import CLIENT_CONFIG_ENV, LaunchedDriver, log_tail, submit
+from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
+
+EXAMPLE_PIPELINE = str(Path(__file__).resolve().parents[1] / "jobs" / "example_pipeline.py")
+
+
+class StreamSubmitOperator(BaseOperator):
+    """Start the job's driver unless this version already runs, then wait until it has committed batches.
+
+    The driver is started by ``spark-submit`` (built by the Spark provider's ``SparkSubmitHook`` from the
+    ``spark`` connection) in its own session, with its output in ``<job home>/logs/driver-*.log``: the
+    stream outlives this task, which holds no worker slot while it waits (deferred). A retried or
+    re-triggered submit never starts a second driver: a driver of the same version that runs or is
+    starting is waited for; another version is refused. The Kafka settings of the ``kafka`` connection,
+    secrets included, reach the driver in the environment, never in its arguments.
+
+    XCom: the job's application id, generation, last committed batch and offsets, the pid and the
+    driver log.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param app_version: the application version submitted (recorded in job.json and savepoints). Templated.
+    :param application: the PySpark file to run (default: the package's example pipeline). Templated.
+    :param application_args: arguments of ``application``; for the example pipeline they are built from
+        ``topics``, ``group``, ``output_path`` and ``starting_offsets``. Templated.
+    :param topics: topics the example pipeline reads. Templated.
+    :param group: consumer group the example pipeline commits to. Templated.
+    :param output_path: the example pipeline's output directory. Templated.
+    :param starting_offsets: where a fresh checkpoint starts (earliest, latest, group, offsets JSON).
+    :param spark_conn_id: the ``spark`` connection (its host is the master: ``local[2]``, ``spark://...``).
+    :param kafka_conn_id: the ``kafka`` connection whose extra holds the librdkafka configuration.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param spark_conf: Spark configuration for spark-submit ``--conf``. Templated.
+    :param min_batches: batches the new run must commit before the task succeeds.
+    :param timeout_seconds: how long to wait for those batches.
+    :param poll_seconds: how often to read the job's status while waiting.
+    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
+                                      "group", "output_path", "starting_offsets", "spark_conf")
+    template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
+
+    def __init__(self, *, job_home: str, app_version: str, application: str | None = None,
+                 application_args: Sequence[str] | None = None, topics: Sequence[str] | None = None,
+                 group: str | None = None, output_path: str | None = None, starting_offsets: str = "earliest",
+                 spark_conn_id: str = "spark_default", kafka_conn_id: str = "kafka_default",
+                 storage_conn_id: str | None = None, spark_conf: dict[str, Any] | None = None,
+                 min_batches: int = 1, timeout_seconds: float = 600.0, poll_seconds: float = 5.0,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_home = job_home
+        self.app_version = app_version
+        self.application = application
+        self.application_args = list(application_args) if application_args is not None else None
+        self.topics = list(topics or [])
+        self.group = group
+        self.output_path = output_path
+        self.starting_offsets = starting_offsets
+        self.spark_conn_id = spark_conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.storage_conn_id = storage_conn_id
+        self.spark_conf = dict(spark_conf or {})
+        self.min_batches = min_batches
+        self.timeout_seconds = timeout_seconds
+        self.poll_seconds = poll_seconds
+        self.deferrable = deferrable
+        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 0:
+            raise InvalidInputError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
+        if not timeout_seconds > 0 or not poll_seconds > 0:
+            raise InvalidInputError("timeout_seconds and poll_seconds must be positive numbers of seconds")
+
+    # -- starting ------------------------------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        kafka = hook.kafka_config()
+        args = self._arguments(kafka)
+        from airflow_kafka_stream.storage.jobhome import JobHome
+
+        home = JobHome(self.job_home, hook.storage_options())
+        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log))
+        self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
+                      result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
+        context["ti"].xcom_push(key="submit", value=result.to_dict())
+        newer_than = result.submitted_at if result.action == "launched" else None
+        if self.deferrable:
+            self.defer(
+                trigger=StreamJobStateTrigger(
+                    job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches,
+                    newer_than=newer_than, storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
+                    timeout_seconds=self.timeout_seconds),
+                method_name="execute_complete",
+                kwargs={"submitted": result.to_dict()},
+            )
+        event = self._wait_here(home, newer_than)
+        return self.execute_complete(context, event, submitted=result.to_dict())
+
+    def _arguments(self, kafka: dict[str, Any]) -> list[str]:
+        if self.application_args is not None:
+            return [str(arg) for arg in self.application_args]
+        if self.application:
+            return []
+        missing = [name for name, value in (("topics", self.topics), ("group", self.group), ("output_path", self.output_path))
+                   if not value]
+        if missing:
+            raise InvalidInputError(f"the example pipeline needs {', '.join(missing)}; pass them, or pass "
+                                    "application and application_args for your own job")
+        args = ["--home", self.job_home, "--bootstrap", str(kafka["bootstrap.servers"]), "--group", str(self.group),
+                "--output", str(self.output_path), "--app-version", str(self.app_version),
+                "--starting-offsets", self.starting_offsets]
+        for topic in self.topics:
+            args += ["--topic", str(topic)]
+        return args
+
+    def _launch(self, args: list[str], kafka: dict[str, Any], log_path: str) -> LaunchedDriver:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        # SparkSubmitHook falls back to master 'yarn' without a word when its connection is missing.
+        StreamJobHook.get_connection(self.spark_conn_id)
+        spark = SparkSubmitHook(conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args,
+                                name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
+        command = spark._build_spark_submit_command(self.application or EXAMPLE_PIPELINE)
+        env = {**os.environ, **(spark._env or {}), CLIENT_CONFIG_ENV: json.dumps(kafka)}
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       env=env, start_new_session=True, close_fds=True)
+        return LaunchedDriver(process.pid, socket.gethostname(), log_path)
+
+    # -- waiting -------------------------------------------------------------------------------------------
+    def _wait_here(self, home, newer_than: str | None) -> dict[str, Any]:
+        """The non-deferrable wait: the trigger's rules, in this worker slot."""
+        spec = WatchSpec.of(["RUNNING"], self.min_batches, datetime.fromisoformat(newer_than) if newer_than else None)
+        deadline = time.monotonic() + self.timeout_seconds
+        while True:
+            status, now = home.status(), datetime.now(UTC)
+            verdict = judge(status, spec, now)
+            if verdict.done or time.monotonic() >= deadline:
+                outcome = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "timeout")
+                return {"status": outcome, "message": verdict.message, "job": summary(status, now)}
+            time.sleep(self.poll_seconds)
+
+    def execute_complete(self, context: Context, event: dict[str, Any], submitted: dict[str, Any] | None = None
+                         ) -> dict[str, Any]:
+        submitted = submitted or {}
+        if event.get("status") != "success":
+            tail = log_tail(submitted.get("driver_log"), self._secrets())
+            raise JobStateError(
+                f"job {self.job_home} version {self.app_version} did not become healthy: {event.get('message')}"
+                + (f"\n--- end of the driver log {submitted.get('driver_log')} ---\n{tail}" if tail else "")
+            )
+        job = event.get("job") or {}
+        result = {**job, "app_version": self.app_version, "pid": submitted.get("pid"),
+                  "driver_log": submitted.get("driver_log"), "submit": submitted.get("action"),
+                  "start_offsets": self._start_offsets(job.get("generation"))}
+        self.log.info("job %s version %s is RUNNING: %s", self.job_home, self.app_version, event.get("message"))
+        return result
+
+    def _secrets(self) -> list[str]:
+        try:
+            return secret_values(StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).kafka_config())
+        except Exception:  # noqa: BLE001 - a missing connection must not hide the job's own failure
+            return []
+
+    def _start_offsets(self, generation: int | None) -> Any:
+        """Where the current generation started (the source records a fresh start's resolved offsets)."""
+        if generation is None:
+            return None
+        from airflow_kafka_stream.storage.files import read_json
+        from airflow_kafka_stream.storage.jobhome import JobHome
+
+        home = JobHome(self.job_home, StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options())
+        try:
+            started = read_json(home.fs, home.p("generations", f"{generation:04d}.start.json"))
+        except ValueError:
+            started = None
+        info = home.generation_info(generation) or {}
+        return (started or {}).get("offsets") if started else info.get("start_offsets")
