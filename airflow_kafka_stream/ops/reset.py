@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -219,8 +219,6 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
             export_csv(the_plan, export)
         outcome: dict[str, Any] = {"plan": the_plan.to_dict(), "plan_table": the_plan.to_table(),
                                    "targets": to_nested(targets), "sources": _by_source(by_source)}
-        if before_change_hook is not None:
-            before_change_hook(ctx)
         if drop_state:
             gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
             outcome.update(generation=gen, checkpoint=url, batch_id=None)
@@ -249,11 +247,6 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
         if not outcome["verified"]:
             record.update(result="failed", error="verification failed: " + "; ".join(outcome["verification"]))
         return outcome
-
-
-#: Called under the lock after every refusal check and before the first change (tests use it to
-#: interleave another operation at the last moment); None in normal use.
-before_change_hook: Callable[[JobContext], None] | None = None
 
 
 def _by_source(offsets: Mapping[int, PartitionOffsets]) -> dict[str, dict[str, dict[str, int]]]:
