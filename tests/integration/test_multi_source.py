@@ -312,3 +312,24 @@ def test_a_partition_read_by_two_sources_is_refused(capsys, spark, world, tmp_pa
     assert_unchanged(shared, before)
     assert json.loads(cli(capsys, "checkpoint", "--job-home", str(home), "--json").out)["kafka_sources"] == {
         "0": {world["b"]: {"0": 10}}, "1": {world["b"]: {"0": 10}}}
+
+
+def test_a_checkpoint_without_kafka_source_says_so(capsys, spark, world, tmp_path):
+    """A rate-source query: `checkpoint` says there is no Kafka source; reset and verify refuse, naming why."""
+    home = tmp_path / "rate"
+    write_job_json(home, world["job"].bootstrap, unique("rate-group"), [world["b"]])
+    rate = Job(home, world["job"].bootstrap, "unused", {world["b"]: 1})
+    rate.jobhome.new_generation("submit", start_offsets="earliest")
+    query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 5).load().writeStream
+             .option("checkpointLocation", rate.checkpoint).format("noop").trigger(availableNow=True).start())
+    query.awaitTermination()
+    shown = cli(capsys, "checkpoint", "--job-home", str(home))
+    assert shown.code == 0 and "no Kafka source" in shown.out, shown.out
+    data = cli(capsys, "checkpoint", "--job-home", str(home), "--json").json()
+    assert data["kafka_sources"] == {} and data["offsets"] is None and len(data["sources"]) == 1
+    before = snapshot(rate)
+    for argv in (["reset", "--to-earliest", "--execute"], ["reset", "--to-earliest"], ["verify"]):
+        result = cli(capsys, *argv, "--job-home", str(home))
+        assert result.code == 2, (argv, result.out, result.err)
+        assert "has no Kafka source" in result.err and "pass the index" not in result.err, result.err
+    assert_unchanged(rate, before)
