@@ -29,6 +29,7 @@ from airflow_kafka_stream.core.checkpoint_log import (
     parse_offset_log,
     parse_query_metadata,
 )
+from airflow_kafka_stream.core.kafka_sources import KafkaSources
 from airflow_kafka_stream.core.offsets import PartitionOffsets
 from airflow_kafka_stream.errors import CheckpointFormatError
 
@@ -88,6 +89,19 @@ class CheckpointPosition:
                 "let the query commit its first batch"
             )
         return self.offsets.source_offsets(index)
+
+    def kafka_sources(self) -> KafkaSources:
+        """The committed batch's Kafka source lines by index (a query may union several Kafka readers)."""
+        if self.offsets is None:
+            raise CheckpointFormatError(
+                f"{self.url}: no committed batch yet, so there are no source offsets; "
+                "let the query commit its first batch"
+            )
+        return self.offsets.kafka_sources(self.url)
+
+    def kafka_offsets(self, operation: str) -> PartitionOffsets:
+        """Every Kafka source's offsets in one mapping; refuses when there is none or two share a partition."""
+        return self.kafka_sources().require_one_position_per_partition(operation).union()
 
 
 def read_bytes(fs: fsspec.AbstractFileSystem, path: str) -> bytes:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import fsspec
@@ -55,14 +55,21 @@ StepHook = Callable[[str], None]
 
 @dataclass(frozen=True)
 class AppendResult:
-    """What an append wrote: the new batch id, its offsets line and the files created."""
+    """What an append wrote: the new batch id, the source lines it replaced (by index) and the files created."""
 
     batch_id: int
     previous_batch_id: int
-    source_index: int
-    source_line: str
+    source_lines: dict[int, str]
     state_files: tuple[str, ...]
     sink_entry: str | None
+
+    @property
+    def source_index(self) -> int:
+        return min(self.source_lines)
+
+    @property
+    def source_line(self) -> str:
+        return self.source_lines[self.source_index]
 
 
 def append_batch(
@@ -73,38 +80,35 @@ def append_batch(
     storage_options: dict | None = None,
     *,
     source_line: str | None = None,
+    sources: Mapping[int, PartitionOffsets] | None = None,
     sink_compact_interval: int = 10,
     step_hook: StepHook | None = None,
 ) -> AppendResult:
     """Make the query resume at ``new_offsets`` for source ``source_index`` on its next start.
 
-    ``source_line`` replaces the source's line verbatim (for non-Kafka sources);
-    ``sink_metadata_path`` is the file sink's output path, when the query writes
-    to one. ``sink_compact_interval`` must match the query's
+    ``sources`` gives Kafka offsets for several sources at once (source index ->
+    offsets; a query that unions Kafka readers), all written in the one appended
+    batch; ``source_line`` replaces the source's line verbatim (for non-Kafka
+    sources). Lines not named keep their value. ``sink_metadata_path`` is the
+    file sink's output path, when the query writes to one.
+    ``sink_compact_interval`` must match the query's
     ``spark.sql.streaming.fileSink.log.compactInterval`` (Spark's default 10).
     The job must be stopped: appending under a running query corrupts it.
     """
-    if (new_offsets is None) == (source_line is None):
-        raise InvalidInputError("give exactly one of new_offsets (Kafka offsets) or source_line (raw offsets JSON)")
-    if new_offsets is not None:
-        if not new_offsets:
-            raise InvalidInputError("new_offsets is empty; give the offset of every partition the query reads")
-        if any(offset < 0 for offset in new_offsets.values()):
-            raise InvalidInputError(
-                "new_offsets must be concrete offsets >= 0; resolve earliest/latest against the topic first"
-            )
-        source_line = render_offsets_json(new_offsets)
-    assert source_line is not None
+    lines = _new_lines(new_offsets, source_index, source_line, sources)
     recover_incomplete_append(url, storage_options)
     fs, root = open_fs(url, storage_options)
     position = read_position(url, storage_options)
-    _check_appendable(position, source_index)
+    _check_appendable(position, lines)
     hook = step_hook or (lambda _step: None)
     batch = position.batch_id + 1  # type: ignore[operator]
-    entry = position.offsets.with_source_line(source_index, source_line)  # type: ignore[union-attr]
-    offsets_text = render_offset_log(entry).encode("utf-8")
+    entry = position.offsets  # type: ignore[union-attr]
+    for index, line in sorted(lines.items()):
+        entry = entry.with_source_line(index, line)  # type: ignore[union-attr]
+    offsets_text = render_offset_log(entry).encode("utf-8")  # type: ignore[arg-type]
     state_copies = _plan_state_copies(fs, root, position) if position.stateful else []
     sink_entry = _sink_entry_path(sink_metadata_path, batch, sink_compact_interval, storage_options)
+    # The digest covers the whole offsets file, every source line included: recovery finishes only our own write.
     journal = {
         "batch_id": batch,
         "previous_batch_id": position.batch_id,
@@ -121,10 +125,29 @@ def append_batch(
     atomic_write(fs, join(root, OFFSETS_DIR, str(batch)), offsets_text)
     hook("offsets")
     _finish(fs, root, journal, sink_metadata_path, storage_options, hook)
-    log.info("appended batch %s to %s: source %s now at %s", batch, url, source_index, source_line)
-    return AppendResult(
-        batch, batch - 1, source_index, source_line, tuple(target for _s, target in state_copies), sink_entry
-    )
+    log.info("appended batch %s to %s: source lines %s", batch, url, lines)
+    return AppendResult(batch, batch - 1, lines, tuple(target for _s, target in state_copies), sink_entry)
+
+
+def _new_lines(new_offsets: PartitionOffsets | None, source_index: int, source_line: str | None,
+               sources: Mapping[int, PartitionOffsets] | None) -> dict[int, str]:
+    """The replacement line of every source the append changes, validated before anything is read."""
+    if sum(given is not None for given in (new_offsets, source_line, sources)) != 1:
+        raise InvalidInputError(
+            "give exactly one of new_offsets (Kafka offsets), sources (Kafka offsets per source index) "
+            "or source_line (raw offsets JSON)"
+        )
+    if source_line is not None:
+        return {source_index: source_line}
+    by_index = dict(sources) if sources is not None else {source_index: new_offsets}
+    if not by_index or not any(by_index.values()):
+        raise InvalidInputError("the new offsets are empty; give the offset of every partition the query reads")
+    for offsets in by_index.values():
+        if any(offset < 0 for offset in offsets.values()):  # type: ignore[union-attr]
+            raise InvalidInputError(
+                "new offsets must be concrete offsets >= 0; resolve earliest/latest against the topic first"
+            )
+    return {index: render_offsets_json(offsets) for index, offsets in by_index.items()}  # type: ignore[arg-type]
 
 
 def recover_incomplete_append(url: str, storage_options: dict | None = None) -> str | None:
@@ -186,7 +209,7 @@ def _finish(
     hook("done")
 
 
-def _check_appendable(position: CheckpointPosition, source_index: int) -> None:
+def _check_appendable(position: CheckpointPosition, lines: Mapping[int, str]) -> None:
     if position.in_flight_batch_id is not None:
         raise JobStateError(
             f"{position.url}: batch {position.in_flight_batch_id} is in flight (offsets without commit); "
@@ -197,7 +220,8 @@ def _check_appendable(position: CheckpointPosition, source_index: int) -> None:
             f"{position.url}: no committed batch yet, so there is no position to move; "
             "start the query from the wanted offsets instead (a fresh checkpoint's startingOffsets)"
         )
-    position.offsets.source_value(source_index)  # type: ignore[union-attr]  # raises on a bad index
+    for index in lines:
+        position.offsets.source_value(index)  # type: ignore[union-attr]  # raises on a bad index
     if position.stateful and position.state_store_provider != HDFS_PROVIDER:
         raise JobStateError(
             f"{position.url}: the query keeps state in {position.state_store_provider or 'an unknown store'}, "

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_kafka_stream.core.kafka_sources import KafkaSources, kafka_source_lines
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, render_offsets_json
 from airflow_kafka_stream.errors import CheckpointFormatError
 
@@ -62,14 +63,26 @@ class OffsetLogEntry:
     def source_offsets(self, index: int = 0) -> PartitionOffsets:
         """Source ``index`` as Kafka offsets; CheckpointFormatError if it is not Kafka-shaped."""
         line = self._line(index)
+        kafka = sorted(kafka_source_lines(self.source_lines))
+        which = (f"the Kafka source(s) of this checkpoint: {', '.join(map(str, kafka))}" if kafka
+                 else "this checkpoint has no Kafka source")
         if line is None:
-            raise CheckpointFormatError(f"source {index} recorded no offsets ('-'); it is not a Kafka source")
+            raise CheckpointFormatError(f"source {index} recorded no offsets ('-'), so it is not a Kafka source; {which}")
         try:
             return parse_offsets_json(line)
         except CheckpointFormatError as exc:
-            raise CheckpointFormatError(
-                f"source {index} does not hold Kafka offsets ({exc}); pass the index of the Kafka source"
-            ) from exc
+            raise CheckpointFormatError(f"source {index} does not hold Kafka offsets ({exc}); {which}") from exc
+
+    def kafka_sources(self, where: str = "the checkpoint") -> KafkaSources:
+        """The Kafka-shaped source lines, by index (see core/kafka_sources.py)."""
+        return KafkaSources.of_lines(self.source_lines, where)
+
+    def with_sources_offsets(self, offsets: Mapping[int, PartitionOffsets]) -> OffsetLogEntry:
+        """A copy with new Kafka offsets for several sources at once; the other lines stay as they were."""
+        entry = self
+        for index, source_offsets in sorted(offsets.items()):
+            entry = entry.with_source_offsets(index, source_offsets)
+        return entry
 
     def with_source_line(self, index: int, line: str) -> OffsetLogEntry:
         """A copy whose source ``index`` line is replaced; every other line stays as it was."""

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.checkpoint_log import state_file_version
+from airflow_kafka_stream.core.kafka_sources import KafkaSources
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json
 from airflow_kafka_stream.errors import CheckpointFormatError, SavepointError
 
@@ -40,14 +41,20 @@ class Manifest:
     def source_offsets(self, index: int = 0) -> PartitionOffsets:
         """Kafka offsets of source ``index`` (the next offsets to read after the savepoint's batch)."""
         if not 0 <= index < len(self.source_lines) or self.source_lines[index] is None:
+            kafka = self.kafka_sources().indexes
             raise SavepointError(
                 f"savepoint {self.savepoint_id} has no offsets for source {index} "
-                f"({len(self.source_lines)} source(s)); pass the index of the Kafka source"
+                f"({len(self.source_lines)} source(s); "
+                + (f"Kafka sources: {', '.join(map(str, kafka))})" if kafka else "none of them is a Kafka source)")
             )
         try:
             return parse_offsets_json(self.source_lines[index])  # type: ignore[arg-type]
         except CheckpointFormatError as exc:
             raise SavepointError(f"savepoint {self.savepoint_id}: source {index} is not a Kafka source: {exc}") from exc
+
+    def kafka_sources(self) -> KafkaSources:
+        """The Kafka-shaped source lines by index (a query may union several Kafka readers)."""
+        return KafkaSources.of_lines(self.source_lines, f"savepoint {self.savepoint_id}")
 
 
 def sha256(data: bytes) -> str:

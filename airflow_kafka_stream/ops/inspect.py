@@ -8,8 +8,8 @@ from typing import Any
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
 from airflow_kafka_stream.core.checkpoint_fsck import FsckReport
+from airflow_kafka_stream.core.checkpoint_log import OffsetLogEntry
 from airflow_kafka_stream.core.offsets import to_nested
-from airflow_kafka_stream.errors import CheckpointFormatError
 from airflow_kafka_stream.ops.context import JobContext
 
 
@@ -50,14 +50,21 @@ def fsck_dict(report: FsckReport) -> dict[str, Any]:
                          for f in report.findings]}
 
 
-def kafka_offsets(pos: CheckpointPosition, index: int = 0) -> dict[str, dict[str, int]] | None:
-    """The committed batch's Kafka offsets in Spark's nested shape, or None if not Kafka-shaped."""
+def kafka_offsets(pos: CheckpointPosition) -> dict[str, dict[str, int]] | None:
+    """Every Kafka source's offsets of the committed batch in Spark's nested shape (None: no Kafka source,
+    or two sources sharing a partition, which have no single position)."""
     if pos.offsets is None:
         return None
-    try:
-        return to_nested(pos.source_offsets(index))
-    except CheckpointFormatError:
+    sources = pos.kafka_sources()
+    if not sources.by_index or sources.shared_partitions():
         return None
+    return to_nested(sources.union())
+
+
+def _kafka_sources(entry: OffsetLogEntry | None) -> dict[str, dict[str, dict[str, int]]]:
+    if entry is None:
+        return {}
+    return {str(index): to_nested(line) for index, line in sorted(entry.kafka_sources().by_index.items())}
 
 
 def _time(ms: int | None) -> str | None:
@@ -67,16 +74,16 @@ def _time(ms: int | None) -> str | None:
 def position_dict(pos: CheckpointPosition) -> dict[str, Any]:
     in_flight = None
     if pos.in_flight_batch_id is not None:
-        try:
-            flight_offsets = to_nested(pos.in_flight_offsets.source_offsets(0)) if pos.in_flight_offsets else None
-        except CheckpointFormatError:
-            flight_offsets = None
-        in_flight = {"batch_id": pos.in_flight_batch_id, "offsets": flight_offsets}
+        flight = pos.in_flight_offsets.kafka_sources() if pos.in_flight_offsets else None
+        in_flight = {"batch_id": pos.in_flight_batch_id,
+                     "offsets": to_nested(flight.union()) if flight and not flight.shared_partitions() else None,
+                     "kafka_sources": _kafka_sources(pos.in_flight_offsets)}
     return {
         "checkpoint": pos.url,
         "query_id": pos.query_id,
         "batch_id": pos.batch_id,
         "offsets": kafka_offsets(pos),
+        "kafka_sources": _kafka_sources(pos.offsets),
         "sources": list(pos.offsets.source_lines) if pos.offsets else [],
         "batch_watermark_ms": pos.watermark_ms,
         "batch_time": _time(pos.timestamp_ms),
@@ -103,11 +110,21 @@ def position_text(pos: CheckpointPosition) -> str:
     if d["interrupted_append"] is not None:
         lines.append(f"INTERRUPTED     offset append of batch {d['interrupted_append']}: run `airflow-kafka-stream "
                      "checkpoint repair` (the next reset or job start does it too)")
-    offsets = d["offsets"] or {}
-    if offsets:
-        lines.append("")
-        lines.append(f"{'TOPIC':<30} {'PARTITION':>9} {'NEXT OFFSET':>12}")
-        for topic, parts in offsets.items():
+    if pos.offsets is None:
+        return "\n".join(lines)
+    kafka = d["kafka_sources"]
+    if not kafka:
+        lines += ["", f"no Kafka source: none of the {len(d['sources'])} source line(s) of batch {d['batch_id']} "
+                      "holds Kafka offsets (a query over another source, e.g. rate); verify and reset do not apply"]
+        return "\n".join(lines)
+    several = len(d["sources"]) > 1
+    lines.append("")
+    lines.append(("SOURCE  " if several else "") + f"{'TOPIC':<30} {'PARTITION':>9} {'NEXT OFFSET':>12}")
+    for index, line in kafka.items():
+        for topic, parts in line.items():
             for part, off in parts.items():
-                lines.append(f"{topic:<30} {part:>9} {off:>12}")
+                lines.append((f"{index:<6}  " if several else "") + f"{topic:<30} {part:>9} {off:>12}")
+    others = [str(i) for i in range(len(d["sources"])) if str(i) not in kafka]
+    if others:
+        lines.append(f"source(s) {', '.join(others)} are not Kafka sources; resets carry them unchanged")
     return "\n".join(lines)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,8 +27,8 @@ from airflow_kafka_stream.core.reset_plan import ResetPlan, ResetStrategy, parse
 from airflow_kafka_stream.errors import (
     InvalidInputError,
     JobStateError,
-    KafkaAccessError,
     OperationIncompleteError,
+    StreamError,
 )
 from airflow_kafka_stream.kafka.control_inputs import plan_job_reset
 from airflow_kafka_stream.kafka.groups import alter_group_offsets
@@ -75,7 +76,8 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
         if ctx.home is None:
             raise InvalidInputError("--to-savepoint needs --job-home (savepoints live in the job home)")
         manifest = validate_savepoint(ctx.home.savepoint_url(request.value or ""), ctx.storage_options)
-        return ResetStrategy.to_recorded(manifest.source_offsets(0), label=f"savepoint {manifest.savepoint_id}")
+        recorded = manifest.kafka_sources().require_one_position_per_partition("a reset to it").union()
+        return ResetStrategy.to_recorded(recorded, label=f"savepoint {manifest.savepoint_id}")
     value = request.value
     if request.strategy == "from-file":
         if not value:
@@ -124,7 +126,8 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
     strategy = build_strategy(ctx, request, now)
     scope = parse_scope(request.scope or None)
     pos = pos or position(ctx)
-    checkpoint_offsets = pos.source_offsets(0)
+    # The plan covers every Kafka source's partitions; execute splits the targets back by source.
+    checkpoint_offsets = pos.kafka_offsets("an offset reset")
     topics = ctx.topics_with(checkpoint_offsets)
     return plan_job_reset(ctx.require_kafka(), ctx.group, checkpoint_offsets, topics, strategy, scope,
                           strict=request.strict)
@@ -141,6 +144,7 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_
     if drop_state:
         if ctx.home is None:
             raise InvalidInputError("--drop-state starts a new checkpoint generation: it needs --job-home")
+        refuse_seeding_several_sources(pos.kafka_sources().indexes, f"checkpoint {pos.url}")
         ensure_sink_accepts(sink_path, 0, allow_sink_batch_log, ctx.storage_options)
         return
     if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
@@ -151,69 +155,139 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_
         )
 
 
+def refuse_seeding_several_sources(kafka_indexes: list[int], what: str) -> None:
+    """A new generation is seeded with one startingOffsets map, which fits a query with one Kafka reader only."""
+    if len(kafka_indexes) > 1:
+        raise InvalidInputError(
+            f"{what} has {len(kafka_indexes)} Kafka sources (source lines {', '.join(map(str, kafka_indexes))}): "
+            "a new checkpoint generation starts every reader from one startingOffsets map, and each reader "
+            "refuses the other readers' topics, so --drop-state cannot seed such a query. Keep the state instead "
+            "(reset without --drop-state appends a batch holding each source's targets), or start the new "
+            "query from its own per-reader startingOffsets"
+        )
+
+
+def current_generation_context(ctx: JobContext) -> JobContext:
+    """The context re-pointed at the generation that is current now (call it under the job lock).
+
+    The context was resolved before the lock was taken; a restore or a drop-state
+    reset that finished in between made another generation current, and the job
+    starts from the current one, so that is the one to change. A checkpoint
+    outside the job home's generations was named explicitly and is kept.
+    """
+    if ctx.home is None:
+        return ctx
+    generations = ctx.home.url_of("checkpoints").rstrip("/") + "/"
+    if not ctx.checkpoint_url.startswith(generations):
+        return ctx
+    current = ctx.home.checkpoint_url()
+    if current != ctx.checkpoint_url:
+        log.warning("checkpoint generation changed to %s (was %s) before the job lock was taken; resetting %s",
+                    current, ctx.checkpoint_url, current)
+    return replace(ctx, checkpoint_url=current)
+
+
 def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, sink_path: str | None = None,
             allow_sink_batch_log: bool = False, export: str | None = None, now: datetime | None = None,
             by: str | None = None) -> dict[str, Any]:
-    """Apply a reset to checkpoint and group; returns what was done, including the verification."""
+    """Apply a reset to checkpoint and group; returns what was done, including the verification.
+
+    Refusals come before the first durable change (the append or the new
+    generation); after it, every failure is an OperationIncompleteError that
+    says what changed and how to finish.
+    """
     if ctx.home is None:
         raise InvalidInputError("--execute needs --job-home: the job home holds the lock and the running status")
     args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
             "drop_state": drop_state, "sink_path": sink_path}
     with recorded_operation(ctx.home, "reset", args, by=by) as record:
         ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
+        ctx = current_generation_context(ctx)
         if recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options):
             log.warning("finished or undid an earlier reset of %s that was interrupted", ctx.checkpoint_url)
         pos = position(ctx)
         the_plan = plan(ctx, request, now, pos)
+        sources = pos.kafka_sources()
         record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,
-                            "offsets": to_nested(pos.source_offsets(0))}
+                            "offsets": to_nested(sources.union()), "sources": _by_source(sources.by_index)}
         _preflight(ctx, pos, drop_state, sink_path, allow_sink_batch_log)
         targets = the_plan.checkpoint_offsets()
         if not targets:
             raise InvalidInputError("the plan has no partitions to reset; check --topic and the job's topics")
+        by_source = sources.split(targets)  # refuses a target that belongs to no single source
         if export:
             export_csv(the_plan, export)
         outcome: dict[str, Any] = {"plan": the_plan.to_dict(), "plan_table": the_plan.to_table(),
-                                   "targets": to_nested(targets)}
+                                   "targets": to_nested(targets), "sources": _by_source(by_source)}
         if drop_state:
             gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
             outcome.update(generation=gen, checkpoint=url, batch_id=None)
+            changed = (f"checkpoint generation {gen} ({url}) was created and made current, seeded with the targets "
+                       f"(generation {ctx.checkpoint_url} is kept as it was)")
         else:
-            appended = append_batch(ctx.checkpoint_url, targets, sink_metadata_path=sink_path,
+            appended = append_batch(ctx.checkpoint_url, sources=by_source, sink_metadata_path=sink_path,
                                     storage_options=ctx.storage_options)
             outcome.update(checkpoint=ctx.checkpoint_url, batch_id=appended.batch_id)
+            changed = (f"batch {appended.batch_id} was appended to checkpoint {ctx.checkpoint_url}, so the job "
+                       "resumes at the targets")
         record["after"] = outcome
         # The group moves only where the scope says, as kafka-consumer-groups.sh would move it.
         changes = the_plan.changes()
-        outcome["group"] = _move_group(ctx, changes)
-        outcome["verified"], outcome["verification"] = _verify(ctx, targets, changes, drop_state)
+        try:
+            outcome["group"] = _move_group(ctx, changes, changed)
+            outcome["verified"], outcome["verification"] = _verify(ctx, by_source, changes, outcome)
+        except OperationIncompleteError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - after a durable change nothing may read as "nothing changed"
+            raise OperationIncompleteError(
+                f"the reset is incomplete: {changed}; then checking the result failed: {exc}. Compare checkpoint "
+                "and group with `airflow-kafka-stream verify`, and align the group with `airflow-kafka-stream "
+                "reset --to-current --execute` if it differs"
+            ) from exc
+        if not outcome["verified"]:
+            record.update(result="failed", error="verification failed: " + "; ".join(outcome["verification"]))
         return outcome
 
 
-def _move_group(ctx: JobContext, targets: PartitionOffsets) -> dict[str, Any]:
+def _by_source(offsets: Mapping[int, PartitionOffsets]) -> dict[str, dict[str, dict[str, int]]]:
+    return {str(index): to_nested(line) for index, line in sorted(offsets.items())}
+
+
+def _move_group(ctx: JobContext, targets: PartitionOffsets, changed: str) -> dict[str, Any]:
     if not ctx.group:
         return {"moved": False, "reason": "no consumer group known for this job"}
     if not targets:
         return {"moved": False, "reason": "no partition in scope changes"}
     try:
         alter_group_offsets(ctx.require_kafka(), ctx.group, targets)
-    except (JobStateError, KafkaAccessError) as exc:
+    except StreamError as exc:
         raise OperationIncompleteError(
-            f"the checkpoint was reset, but consumer group {ctx.group!r} could not follow: {exc}. The job will "
-            "resume at the new offsets; align the group once it is free with `airflow-kafka-stream reset "
-            "--to-current --execute`"
+            f"the reset is incomplete: {changed}, but consumer group {ctx.group!r} could not follow: {exc}. "
+            "Align the group once it is free with `airflow-kafka-stream reset --to-current --execute`"
         ) from exc
     return {"moved": True, "group": ctx.group}
 
 
-def _verify(ctx: JobContext, targets: PartitionOffsets, changes: PartitionOffsets,
-            drop_state: bool) -> tuple[bool, list[str]]:
-    """Re-read checkpoint and group: the checkpoint holds every target, the group every change."""
+def _verify(ctx: JobContext, by_source: Mapping[int, PartitionOffsets], changes: PartitionOffsets,
+            outcome: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """Re-read checkpoint and group: every source line holds its targets, the group every change."""
     problems: list[str] = []
-    if not drop_state:
-        now_at = position(ctx).source_offsets(0)
-        problems += [f"checkpoint {tp}: {now_at.get(tp)} != {off}" for tp, off in targets.items()
-                     if now_at.get(tp) != off]
+    if outcome.get("generation") is not None:
+        home = ctx.home
+        assert home is not None
+        info = home.generation_info(outcome["generation"]) or {}
+        if home.current_generation() != outcome["generation"]:
+            problems.append(f"generation {outcome['generation']} is not the current one")
+        if info.get("start_offsets") != outcome["targets"]:
+            problems.append(f"generation {outcome['generation']} starts at {info.get('start_offsets')}")
+    else:
+        now_at = position(ctx).kafka_sources().by_index
+        for index, targets in sorted(by_source.items()):
+            line = now_at.get(index, {})
+            problems += [f"checkpoint source {index} {tp}: {line.get(tp)} != {off}" for tp, off in targets.items()
+                         if line.get(tp) != off]
+            problems += [f"checkpoint source {index} {tp}: unexpected {off}" for tp, off in line.items()
+                         if tp not in targets]
     if ctx.group and changes:
         group = committed_offsets(ctx.require_kafka(), ctx.group, list(changes))
         problems += [f"group {tp}: {group.get(tp)} != {off}" for tp, off in changes.items() if group.get(tp) != off]
@@ -241,8 +315,10 @@ def plan_text(the_plan: ResetPlan) -> str:
 def outcome_text(outcome: dict[str, Any]) -> str:
     where = (f"new checkpoint generation {outcome['generation']} ({outcome['checkpoint']}), operator state dropped"
              if outcome.get("generation") else f"checkpoint batch {outcome['batch_id']} appended")
-    lines = [f"reset executed: {where}",
-             f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
-             "verified: checkpoint and group are at the targets" if outcome["verified"]
-             else "VERIFICATION FAILED:\n  " + "\n  ".join(outcome["verification"])]
+    lines = [f"reset executed: {where}"]
+    if len(outcome.get("sources") or {}) > 1:
+        lines += [f"  Kafka source {index}: {line}" for index, line in outcome["sources"].items()]
+    lines += [f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
+              "verified: checkpoint and group are at the targets" if outcome["verified"]
+              else "VERIFICATION FAILED:\n  " + "\n  ".join(outcome["verification"])]
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from airflow_kafka_stream.core.savepoint_manifest import Manifest
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -44,16 +45,16 @@ def _spark_version() -> str | None:
 
 
 def manifest_dict(manifest: Manifest) -> dict[str, Any]:
-    try:
-        offsets = to_nested(manifest.source_offsets(0))
-    except Exception:  # noqa: BLE001 - a non-Kafka first source is shown raw
-        offsets = None
+    sources = manifest.kafka_sources()
+    # Every Kafka source's partitions together (the group's view); None when two sources share a partition.
+    offsets = to_nested(sources.union()) if sources.by_index and not sources.shared_partitions() else None
     return {
         "id": manifest.savepoint_id,
         "created_at": manifest.created_at.isoformat(),
         "batch_id": manifest.batch_id,
         "query_id": manifest.query_id,
         "offsets": offsets,
+        "sources": {str(index): to_nested(line) for index, line in sorted(sources.by_index.items())},
         "app_version": manifest.app_version,
         "spark_version": manifest.spark_version,
         "stateful": manifest.stateful,
@@ -122,7 +123,9 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
         next_batch = 0 if drop_state else manifest.batch_id + 1
         ensure_sink_accepts(sink_path, next_batch, allow_sink_batch_log, home.storage_options)
         if drop_state:
-            offsets = to_nested(manifest.source_offsets(0))
+            kafka = manifest.kafka_sources().require_any()
+            refuse_seeding_several_sources(kafka.indexes, f"savepoint {savepoint_id}")
+            offsets = to_nested(kafka.union())
             gen, checkpoint = home.new_generation("restore-drop-state", start_offsets=offsets,
                                                   from_savepoint=savepoint_id)
         else:

@@ -21,7 +21,8 @@ def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: dat
     now = now or datetime.now(UTC)
     stall_after = parse_duration(stall_threshold) if isinstance(stall_threshold, str) else stall_threshold
     pos = position(ctx)
-    checkpoint_offsets = pos.source_offsets(0)
+    # Every Kafka source of a query that unions several readers; refused when two share a partition.
+    checkpoint_offsets = pos.kafka_offsets("verification")
     topics = ctx.topics_with(checkpoint_offsets)
     last_batch_at = None
     if ctx.home is not None:

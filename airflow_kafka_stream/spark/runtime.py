@@ -158,10 +158,9 @@ def checkpoint_position(url: str, storage_options: dict | None = None
     in_flight = pos.in_flight_batch_id is not None
     if pos.batch_id is None:
         return None, None, in_flight
-    try:
-        return pos.batch_id, pos.source_offsets(0), in_flight
-    except CheckpointFormatError:
-        return pos.batch_id, None, in_flight  # the first source is not Kafka-shaped
+    kafka = pos.kafka_sources()
+    # Every Kafka source together (a query may union readers); None when there is none.
+    return pos.batch_id, (kafka.union() if kafka.by_index else None), in_flight
 
 
 class _BatchListener:
