@@ -47,6 +47,8 @@ def check_url(url: str) -> None:
             raise InvalidInputError(f"{text} is a URL with a slash missing; write {scheme}://{rest}")
         return
     scheme = protocol.lower()
+    if scheme in SUPPORTED_SCHEMES and protocol != scheme:
+        raise InvalidInputError(f"{text}: write the URL scheme in lower case ({scheme}://)")
     if scheme not in SUPPORTED_SCHEMES:
         raise InvalidInputError(f"{text}: the URL scheme {protocol!r} is not supported; use "
                                 f"{SUPPORTED_TEXT}")
