@@ -379,7 +379,8 @@ def test_refused_and_nothing_changed(capsys, base, tmp_path, name):
     assert elapsed < 15, f"refusing took {elapsed:.1f}s"
 
 
-@pytest.mark.parametrize("name", ["unreachable-broker", "lock-held", "csv-duplicate-partition", "two-strategies"])
+@pytest.mark.parametrize("name", ["unreachable-broker", "lock-held", "csv-duplicate-partition", "two-strategies",
+                                  "client-java-jaas", "job-home-unknown-scheme", "empty-group"])
 def test_refused_by_the_console_script(base, tmp_path, name):
     """The installed command, as a user runs it: exit status 2 and the reason on stderr."""
     case = CASES[name]
