@@ -35,16 +35,25 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _job_args(p: argparse.ArgumentParser, checkpoint: bool = True, kafka: bool = True) -> None:
-    p.add_argument("--job-home", help="the job's home directory (path or fsspec URL)")
+    p.add_argument("--job-home", type=_text, help="the job's home directory (path or fsspec URL)")
     if checkpoint:
-        p.add_argument("--checkpoint", help="a checkpoint directory, instead of the job home's current one")
+        p.add_argument("--checkpoint", type=_text,
+                       help="a checkpoint directory, instead of the job home's current one")
     p.add_argument("--storage-options", type=_json_object, default={},
                    help="fsspec storage options as JSON, e.g. '{\"client_kwargs\": {\"endpoint_url\": ...}}'")
     if kafka:
-        p.add_argument("--bootstrap-server", help="Kafka brokers (default: job.json's kafka.bootstrap.servers)")
-        p.add_argument("--group", help="consumer group (default: job.json's group)")
-        p.add_argument("--command-config", help="client properties file (security settings, secrets)")
+        p.add_argument("--bootstrap-server", type=_text,
+                       help="Kafka brokers (default: job.json's kafka.bootstrap.servers)")
+        p.add_argument("--group", type=_text, help="consumer group (default: job.json's group)")
+        p.add_argument("--command-config", type=_text, help="client properties file (security settings, secrets)")
     p.add_argument("--json", action="store_true", help="print JSON for machines instead of a table")
+
+
+def _text(value: str) -> str:
+    """A string option's value: an empty one is a mistake (an unset variable), never "not given"."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("is empty; give a value, or leave the option out")
+    return value
 
 
 def _json_object(text: str) -> dict:
@@ -55,6 +64,16 @@ def _json_object(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
+
+
+_SAVEPOINT_ACTIONS = {
+    "create": "take a savepoint of the stopped job",
+    "list": "list the job's savepoints",
+    "show": "print a savepoint's manifest",
+    "validate": "check every file of a savepoint against its manifest's checksums",
+    "delete": "delete a savepoint",
+    "prune": "delete old savepoints, keeping the newest (--keep-last N, --keep-within DURATION)",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="compare the group's committed offsets with the checkpoint, per partition")
     _job_args(p)
-    p.add_argument("--stall-threshold", default="PT10M",
+    p.add_argument("--stall-threshold", default="PT10M", type=_text,
                    help="ISO 8601 duration without a committed batch, while lag > 0, that counts as STALLED")
     p.set_defaults(handler=_cmd_verify)
 
@@ -78,24 +97,24 @@ def build_parser() -> argparse.ArgumentParser:
     _job_args(p)
     strategy = p.add_mutually_exclusive_group(required=True)
     strategy.add_argument("--to-current", action="store_true", help="the checkpoint's position (aligns the group)")
-    strategy.add_argument("--to-offset", help="an offset for every partition in scope, or topic:partition=offset,...")
-    strategy.add_argument("--to-datetime", help="ISO 8601 time with a zone, e.g. 2026-11-22T10:00:00+01:00")
+    strategy.add_argument("--to-offset", type=_text, help="an offset for every partition in scope, or topic:partition=offset,...")
+    strategy.add_argument("--to-datetime", type=_text, help="ISO 8601 time with a zone, e.g. 2026-11-22T10:00:00+01:00")
     strategy.add_argument("--to-earliest", action="store_true", help="the low watermark")
     strategy.add_argument("--to-latest", action="store_true", help="the high watermark")
     strategy.add_argument("--shift-by", type=int, help="move by N (negative goes back)")
-    strategy.add_argument("--by-duration", help="ISO 8601 duration back from now, e.g. PT1H")
-    strategy.add_argument("--from-file", help="CSV topic,partition,offset (as written by --export)")
-    strategy.add_argument("--to-savepoint", help="the offsets recorded in a savepoint of this job")
-    p.add_argument("--topic", action="append", default=[], help="scope: TOPIC or TOPIC:0,1 (repeatable)")
-    p.add_argument("--timezone", help="zone for a --to-datetime given without one, e.g. Europe/Berlin")
+    strategy.add_argument("--by-duration", type=_text, help="ISO 8601 duration back from now, e.g. PT1H")
+    strategy.add_argument("--from-file", type=_text, help="CSV topic,partition,offset (as written by --export)")
+    strategy.add_argument("--to-savepoint", type=_text, help="the offsets recorded in a savepoint of this job")
+    p.add_argument("--topic", action="append", default=[], type=_text, help="scope: TOPIC or TOPIC:0,1 (repeatable)")
+    p.add_argument("--timezone", type=_text, help="zone for a --to-datetime given without one, e.g. Europe/Berlin")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
     mode.add_argument("--execute", action="store_true", help="apply the plan to checkpoint and group")
-    p.add_argument("--export", metavar="FILE", help="write the plan as CSV (kafka-consumer-groups.sh format)")
+    p.add_argument("--export", metavar="FILE", type=_text, help="write the plan as CSV (kafka-consumer-groups.sh format)")
     p.add_argument("--strict", action="store_true", help="refuse targets outside [low, high] instead of clamping")
     p.add_argument("--drop-state", action="store_true",
                    help="start a new checkpoint generation at the targets, dropping operator state")
-    p.add_argument("--sink-path", help="the file sink's output directory, to keep its _spark_metadata log whole")
+    p.add_argument("--sink-path", type=_text, help="the file sink's output directory, to keep its _spark_metadata log whole")
     p.add_argument("--allow-sink-batch-log", action="store_true",
                    help="with --drop-state: proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_reset)
@@ -104,24 +123,31 @@ def build_parser() -> argparse.ArgumentParser:
     _job_args(p, checkpoint=False, kafka=False)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the job to stop")
     p.add_argument("--savepoint", action="store_true", help="take a savepoint once stopped")
-    p.add_argument("--app-version", help="application version recorded in the savepoint")
+    p.add_argument("--app-version", type=_text, help="application version recorded in the savepoint")
     p.set_defaults(handler=_cmd_stop)
 
     p = sub.add_parser("savepoint", help="create, list, show, validate, delete or prune savepoints")
-    p.add_argument("action", choices=["create", "list", "show", "validate", "delete", "prune"])
-    p.add_argument("savepoint_id", nargs="?", help="the savepoint (show, validate, delete)")
-    _job_args(p, checkpoint=False, kafka=False)
-    p.add_argument("--app-version", help="application version recorded in a new savepoint")
-    p.add_argument("--keep-last", type=int, help="prune: keep the newest N")
-    p.add_argument("--keep-within", help="prune: keep those younger than this ISO 8601 duration, e.g. P7D")
-    p.set_defaults(handler=_cmd_savepoint)
+    # One parser per action, so the id may come before or after the options (`show --job-home H ID`).
+    actions = p.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
+    for name, text in _SAVEPOINT_ACTIONS.items():
+        a = actions.add_parser(name, help=text, description=text)
+        if name in ("show", "validate", "delete"):
+            a.add_argument("savepoint_id", type=_text, help="the savepoint's id (see `savepoint list`)")
+        _job_args(a, checkpoint=False, kafka=False)
+        if name == "create":
+            a.add_argument("--app-version", type=_text, help="application version recorded in the new savepoint")
+        if name == "prune":
+            a.add_argument("--keep-last", type=int, help="keep the newest N")
+            a.add_argument("--keep-within", type=_text,
+                           help="keep those younger than this ISO 8601 duration, e.g. P7D")
+        a.set_defaults(handler=_cmd_savepoint)
 
     p = sub.add_parser("restore", help="start a new checkpoint generation from a savepoint")
     _job_args(p, checkpoint=False, kafka=False)
-    p.add_argument("--savepoint", required=True, help="the savepoint id")
+    p.add_argument("--savepoint", required=True, type=_text, help="the savepoint id")
     p.add_argument("--drop-state", action="store_true",
                    help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
-    p.add_argument("--sink-path", help="the file sink's output directory (checked when dropping state)")
+    p.add_argument("--sink-path", type=_text, help="the file sink's output directory (checked when dropping state)")
     p.add_argument("--allow-sink-batch-log", action="store_true",
                    help="proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_restore)
@@ -148,6 +174,7 @@ def _context(args: argparse.Namespace):
         client_config=client,
         storage_options=args.storage_options,
         sink_path=getattr(args, "sink_path", None),
+        uses_kafka=hasattr(args, "command_config"),
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import fsspec
 
+from airflow_kafka_stream.errors import CheckpointFormatError
 from airflow_kafka_stream.storage.files import is_local, join, temp_name
 from airflow_kafka_stream.storage.files import url_to_fs as open_fs
 from airflow_kafka_stream.storage.files import write_atomic as atomic_write
@@ -30,6 +31,14 @@ def any_names(fs: fsspec.AbstractFileSystem, directory: str) -> Iterator[str]:
                     yield entry.name
         except FileNotFoundError:
             return
+        except NotADirectoryError as exc:
+            file = directory
+            while not os.path.isfile(file) and os.path.dirname(file) != file:
+                file = os.path.dirname(file)
+            raise CheckpointFormatError(
+                f"{file} is a file, not a directory; pass the checkpoint directory (the one holding "
+                "metadata, offsets/ and commits/)"
+            ) from exc
         return
     try:
         listed = fs.ls(directory, detail=False)

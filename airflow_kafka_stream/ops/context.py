@@ -9,6 +9,7 @@ in Airflow, from a connection.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,24 +18,48 @@ from typing import Any
 from airflow_kafka_stream.core.offsets import TopicPartition, topics_of
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.clients import check_client_config
+from airflow_kafka_stream.storage.files import check_url
 from airflow_kafka_stream.storage.jobhome import JobHome
+
+#: ``key=value``, ``key: value`` or ``key value``: the separators of Java's properties format.
+_PROPERTY = re.compile(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$")
 
 
 def read_properties(path: str) -> dict[str, str]:
-    """Parse a Java-style client properties file (key=value, # comments)."""
+    """Parse a Java-style client properties file (key=value, # comments, a trailing \\ continues a line).
+
+    A malformed line is refused by number only: its text may hold a secret.
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidInputError(f"cannot read client config file {path}: {exc.strerror}; pass an existing file") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(f"client config file {path} is not UTF-8 text; pass a properties file") from exc
     props: dict[str, str] = {}
+    pending, start = "", 0
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith(("#", "!")):
+        if not pending:
+            if not line or line.startswith(("#", "!")):
+                continue
+            start = number
+        # An odd number of trailing backslashes continues the logical line (a JAAS line often spans several).
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            pending += line[:-1]
             continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if sep <= 0:
-            raise InvalidInputError(f"{path} line {number}: expected key=value, got {line[:60]!r}")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
+        match = _PROPERTY.match((pending + line).strip())
+        pending = ""
+        if match is None:
+            raise InvalidInputError(
+                f"{path} line {start}: expected key=value (the line is not shown: it may hold a secret); "
+                "write one setting per line, e.g. security.protocol=SASL_SSL"
+            )
+        props[match.group(1)] = match.group(2).strip()
+    if pending:
+        raise InvalidInputError(f"{path} line {start}: the setting ends with a backslash that continues it onto "
+                                "no further line; remove the trailing backslash")
     return props
 
 
@@ -82,8 +107,22 @@ def build_context(
     client_config: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     sink_path: str | None = None,
+    uses_kafka: bool = True,
 ) -> JobContext:
-    """Combine explicit arguments with the job home's job.json."""
+    """Combine explicit arguments with the job home's job.json; refuse bad input before anything is touched.
+
+    An argument given as an empty string is refused rather than taken as "not given",
+    so ``--group ""`` never silently means job.json's group. With ``uses_kafka`` the
+    combined client config is checked by librdkafka here, once, for every operation.
+    """
+    explicit = {"--job-home": job_home, "--checkpoint": checkpoint, "--bootstrap-server": bootstrap_servers,
+                "--group": group, "--sink-path": sink_path}
+    for option, value in explicit.items():
+        if value is not None and not str(value).strip():
+            raise InvalidInputError(f"{option} is empty; give a value, or leave {option} out to use the job's own")
+    for url in (checkpoint, sink_path):
+        if url is not None:
+            check_url(url)
     opts = dict(storage_options or {})
     if not job_home and not checkpoint:
         raise InvalidInputError("say which job: pass --job-home DIR (or --checkpoint DIR for a bare checkpoint)")
@@ -94,14 +133,16 @@ def build_context(
         spec = home.spec()
     kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not is_secret_key(k)}
     kafka.update(client_config or {})
-    if bootstrap_servers:
+    if bootstrap_servers is not None:
         kafka["bootstrap.servers"] = bootstrap_servers
+    if uses_kafka and kafka:
+        check_client_config(kafka)
     return JobContext(
         home=home,
-        checkpoint_url=checkpoint or home.checkpoint_url(),  # type: ignore[union-attr]
+        checkpoint_url=checkpoint if checkpoint is not None else home.checkpoint_url(),  # type: ignore[union-attr]
         kafka_config=kafka,
-        group=group or spec.get("group"),
+        group=group if group is not None else spec.get("group"),
         topics=list(spec.get("topics") or []),
         storage_options=opts,
-        sink_path=sink_path or spec.get("sink_path"),
+        sink_path=sink_path if sink_path is not None else spec.get("sink_path"),
     )

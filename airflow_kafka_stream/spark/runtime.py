@@ -40,6 +40,7 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
 from airflow_kafka_stream.core.redaction import is_secret_key, redact_text, secret_values
 from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
+from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark import status as st
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
@@ -90,6 +91,7 @@ class StreamConfig:
             raise InvalidInputError("give exactly one of topics (--topic NAME) or a subscribe pattern")
         if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
             raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
+        check_client_config(self.client_config())  # the same refusal the control plane gives
 
     def client_config(self) -> dict[str, Any]:
         return {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}

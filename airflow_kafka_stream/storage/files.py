@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from typing import Any
 
@@ -11,10 +12,68 @@ import fsspec
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow_kafka_stream.errors import InvalidInputError
+
+#: URL schemes a job home, checkpoint, savepoint or sink may use, and what fsspec needs for each.
+#: Others are refused: read-only or process-local stores (http, ftp, memory) cannot hold state that
+#: Spark and the control plane both reach, and offer no atomic create for the job lock.
+SUPPORTED_SCHEMES: dict[str, str] = {
+    "file": "", "local": "",
+    "s3": "pip install s3fs", "s3a": "pip install s3fs",
+    "gs": "pip install gcsfs", "gcs": "pip install gcsfs",
+    "abfs": "pip install adlfs", "az": "pip install adlfs",
+    "hdfs": "pyarrow, a JVM and Hadoop's libhdfs",
+}
+SUPPORTED_TEXT = ("a local path or file://, s3:// or s3a:// (pip install s3fs), gs:// or gcs:// (pip install "
+                  "gcsfs), abfs:// or az:// (pip install adlfs), hdfs:// (pyarrow, a JVM and Hadoop's libhdfs)")
+#: Schemes whose first path component is a bucket or container, so a URL without one names nothing.
+_BUCKET_SCHEMES = {"s3", "s3a", "gs", "gcs", "abfs", "az"}
+#: ``s3:/bucket/x``: a scheme with one slash, which fsspec would take for a relative local path.
+_ONE_SLASH = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL this package cannot keep a job's files in, before anything opens it.
+
+    Raises InvalidInputError naming the URL, what is wrong and the supported schemes.
+    """
+    text = str(url).strip()
+    if not text:
+        raise InvalidInputError("an empty path was given; pass a directory path or URL")
+    protocol, path = fsspec.core.split_protocol(text)
+    if protocol is None:
+        if _ONE_SLASH.match(text):
+            scheme, rest = text.split(":/", 1)
+            raise InvalidInputError(f"{text} is a URL with a slash missing; write {scheme}://{rest}")
+        return
+    scheme = protocol.lower()
+    if scheme in SUPPORTED_SCHEMES and protocol != scheme:
+        raise InvalidInputError(f"{text}: write the URL scheme in lower case ({scheme}://)")
+    if scheme not in SUPPORTED_SCHEMES:
+        raise InvalidInputError(f"{text}: the URL scheme {protocol!r} is not supported; use "
+                                f"{SUPPORTED_TEXT}")
+    if scheme in _BUCKET_SCHEMES and not path.strip("/"):
+        raise InvalidInputError(f"{text} names no bucket or container; write {scheme}://BUCKET/path/to/dir")
+
 
 def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path of a URL or local path (``file://``, ``s3://``, ...), no trailing slash."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    """The filesystem and path of a URL or local path (``file://``, ``s3://``, ...), no trailing slash.
+
+    Unsupported or malformed URLs, and supported ones whose fsspec package is missing,
+    raise InvalidInputError (nothing has been opened yet).
+    """
+    check_url(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:
+        scheme = str(fsspec.core.split_protocol(url)[0]).lower()
+        raise InvalidInputError(f"{url}: {scheme}:// needs a package that is not installed here "
+                                f"({SUPPORTED_SCHEMES[scheme]})") from exc
+    except (OSError, TypeError, ValueError) as exc:
+        # Filesystems that connect on creation (hdfs) or reject a storage option fail here.
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise InvalidInputError(f"cannot open {url} ({type(exc).__name__}: {first_line}); check the URL "
+                                "and --storage-options") from exc
     return fs, path.rstrip("/") or "/"
 
 

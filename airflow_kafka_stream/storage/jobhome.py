@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.storage.files import (
+    check_url,
     create_exclusive,
     dump_json,
     is_local,
@@ -58,6 +59,7 @@ class JobHome:
     def __init__(self, url: str, storage_options: dict | None = None):
         if not url or not str(url).strip():
             raise InvalidInputError("the job home is empty; pass --job-home with a directory path or URL")
+        check_url(url)  # before the trailing slashes go: "s3://" would become the local path "s3:"
         self.url = str(url).rstrip("/")
         self.storage_options = storage_options or {}
         self.fs, self.path = url_to_fs(self.url, self.storage_options)

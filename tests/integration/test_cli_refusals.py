@@ -107,6 +107,22 @@ def bare_dir(job: Job, env: dict) -> None:
     (d / "readme.txt").write_text("no job.json, no checkpoints")
 
 
+def a_file(job: Job, env: dict) -> None:
+    (Path(env["tmp"]) / "afile").write_text("not a directory")
+
+
+def properties(text: str) -> Callable[[Job, dict], None]:
+    """A --command-config file at {tmp}/client.properties."""
+    def write(job: Job, env: dict) -> None:
+        (Path(env["tmp"]) / "client.properties").write_text(text)
+
+    return write
+
+
+JAAS = ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain."
+        'PlainLoginModule required \\\n    username="alice" \\\n    password="jaas-s3cret";\n')
+
+
 def csv_file(text: str) -> Callable[[Job, dict], None]:
     def write(job: Job, env: dict) -> None:
         (Path(env["tmp"]) / "plan.csv").write_text(text.format(**env))
@@ -124,11 +140,13 @@ class Case:
     setup: Callable[[Job, dict], None] | None = None
     recorded: str | None = None  # the history operation a refusal under the lock records
     extra: dict = field(default_factory=dict)
+    hidden: str | None = None  # a secret the message must not repeat
 
 
 H = ("--job-home", "{home}")
 RESET = ("reset", *H)
 X = "--execute"
+CC = ("--command-config", "{tmp}/client.properties")
 
 CASES = {
     # scope
@@ -261,6 +279,58 @@ CASES = {
                               "another operation holds it", setup=lock_held),
     "unreachable-broker": Case((*RESET, "--to-earliest", "--bootstrap-server", "127.0.0.1:1", X), "127.0.0.1:1",
                                "nothing listens on port 1", recorded="reset"),
+    # storage URLs: refused up front, naming the supported schemes
+    "checkpoint-ftp-url": Case((*RESET, "--checkpoint", "ftp://files.example.invalid/ck", "--to-earliest", X),
+                               "'ftp' is not supported", "ftp cannot hold a checkpoint; it was a traceback"),
+    "job-home-unknown-scheme": Case(("reset", "--job-home", "nosuch://jobs/orders", "--to-earliest", X),
+                                    "s3:// or s3a:// (pip install s3fs)", "no filesystem has that scheme"),
+    "job-home-unknown-scheme-history": Case(("history", "--job-home", "nosuch://jobs/orders"), "'nosuch'",
+                                            "every command opens the home the same way"),
+    "job-home-s3-without-bucket": Case(("savepoint", "list", "--job-home", "s3://"), "names no bucket",
+                                       "s3:// alone names no bucket"),
+    "checkpoint-url-slash-missing": Case(("checkpoint", "--checkpoint", "s3:/bucket/ck"), "write s3://bucket/ck",
+                                         "fsspec would take it for a relative local directory"),
+    "checkpoint-is-a-file": Case(("checkpoint", "fsck", "--checkpoint", "{tmp}/afile"), "is a file",
+                                 "a file is not a checkpoint directory; it was a traceback", setup=a_file),
+    "sink-path-unsupported": Case((*RESET, "--to-earliest", "--drop-state", "--sink-path", "ftp://h/out", X),
+                                  "'ftp' is not supported", "the sink's log cannot be kept there"),
+    # empty values are mistakes (an unset shell variable), never "not given"
+    "empty-group": Case((*RESET, "--to-earliest", "--group", "", X), "--group: is empty",
+                        "it used to mean the job's group"),
+    "empty-checkpoint": Case((*RESET, "--checkpoint", "", "--to-earliest", X), "--checkpoint: is empty",
+                             "it used to mean the job's current checkpoint"),
+    "empty-bootstrap-server": Case((*RESET, "--bootstrap-server", "", "--to-earliest", X),
+                                   "--bootstrap-server: is empty", "it used to mean job.json's brokers"),
+    "empty-job-home": Case(("reset", "--job-home", "", "--checkpoint", "{home}/checkpoints/0001", "--to-earliest"),
+                           "--job-home: is empty", "it used to be ignored beside --checkpoint"),
+    "empty-topic": Case((*RESET, "--to-earliest", "--topic", "", X), "--topic: is empty", "a scope of nothing"),
+    "empty-sink-path": Case((*RESET, "--to-earliest", "--drop-state", "--sink-path", "", X),
+                            "--sink-path: is empty", "it used to mean job.json's sink"),
+    "empty-restore-savepoint": Case(("restore", *H, "--savepoint", ""), "--savepoint: is empty", "no savepoint named"),
+    "empty-savepoint-id": Case(("savepoint", "validate", *H, ""), "savepoint_id: is empty", "no savepoint named"),
+    "empty-command-config": Case((*RESET, "--to-earliest", "--command-config", "", X), "--command-config: is empty",
+                                 "it used to mean no client settings at all"),
+    # client settings librdkafka does not take: refused before the lock, secrets never repeated
+    "client-java-jaas": Case((*RESET, "--to-earliest", *CC, X), "sasl.username", "a Java JAAS line",
+                             setup=properties(JAAS), hidden="jaas-s3cret"),
+    "client-java-jaas-verify": Case(("verify", *H, *CC), "'sasl.jaas.config'", "verify reads the same file",
+                                    setup=properties(JAAS), hidden="jaas-s3cret"),
+    "client-bad-security-protocol": Case((*RESET, "--to-earliest", *CC, X), "'security.protocol'",
+                                         "no such protocol", setup=properties("security.protocol=SASL_SSLX\n")),
+    "client-java-truststore": Case((*RESET, "--to-earliest", *CC, X), "ssl.ca.location",
+                                   "librdkafka reads no Java truststore",
+                                   setup=properties("security.protocol=SSL\nssl.truststore.location=/etc/ts.jks\n"
+                                                    "ssl.truststore.password=ts-s3cret\n"), hidden="ts-s3cret"),
+    "client-jks-keystore": Case((*RESET, "--to-earliest", *CC, X), "PKCS#12", "JKS is a Java format",
+                                setup=properties("ssl.keystore.type=JKS\nssl.keystore.password=ks-s3cret\n"),
+                                hidden="ks-s3cret"),
+    "client-sasl-without-credentials": Case((*RESET, "--to-earliest", *CC, X), "sasl.username and sasl.password",
+                                            "librdkafka cannot log in without them",
+                                            setup=properties("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")),
+    "client-malformed-secret-line": Case((*RESET, "--to-earliest", *CC, X), "line 2",
+                                         "a line that is not key=value, holding a password",
+                                         setup=properties("security.protocol=SASL_SSL\n=line-s3cret\n"),
+                                         hidden="line-s3cret"),
 }
 
 
@@ -278,6 +348,9 @@ def check_refused(job: Job, before, result_code: int, err: str, case: Case, hist
                   lock_before: bytes | None) -> None:
     assert result_code == 2, f"exit code {result_code}; stderr: {err}"
     assert case.phrase.lower() in err.lower(), f"stderr does not name the problem ({case.phrase!r}): {err}"
+    assert "Traceback" not in err
+    if case.hidden:
+        assert case.hidden not in err, "the message repeats a secret"
     assert_unchanged(job, before)
     lock = job.home / "lock"
     if lock_before is None:
@@ -306,7 +379,8 @@ def test_refused_and_nothing_changed(capsys, base, tmp_path, name):
     assert elapsed < 15, f"refusing took {elapsed:.1f}s"
 
 
-@pytest.mark.parametrize("name", ["unreachable-broker", "lock-held", "csv-duplicate-partition", "two-strategies"])
+@pytest.mark.parametrize("name", ["unreachable-broker", "lock-held", "csv-duplicate-partition", "two-strategies",
+                                  "client-java-jaas", "job-home-unknown-scheme", "empty-group"])
 def test_refused_by_the_console_script(base, tmp_path, name):
     """The installed command, as a user runs it: exit status 2 and the reason on stderr."""
     case = CASES[name]
@@ -357,7 +431,7 @@ def test_refused_while_a_consumer_is_active_in_the_group(capsys, base, tmp_path)
 
 
 def test_every_case_names_a_reason():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 60
     assert all(case.reason and case.phrase for case in CASES.values())
 
 

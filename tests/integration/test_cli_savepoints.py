@@ -90,6 +90,21 @@ def test_create_list_show_validate(capsys, world):
     assert "savepoint-create" in history.out
 
 
+def test_the_id_may_follow_the_options(capsys, world):
+    """docs/savepoints.md writes `savepoint show --job-home H ID`: every action with an id takes that form."""
+    job = world["job"]
+    new_batch(capsys, job)
+    made = create(capsys, job)
+    shown = cli(capsys, "savepoint", "show", *home_args(job), made["id"], "--json")
+    assert shown.code == 0, shown.err
+    assert shown.json() == made
+    valid = cli(capsys, "savepoint", "validate", *home_args(job), made["id"])
+    assert valid.code == 0 and "checksums match" in valid.out, valid.err
+    gone = cli(capsys, "savepoint", "delete", *home_args(job), made["id"])
+    assert gone.code == 0, gone.err
+    assert not (job.home / "savepoints" / made["id"]).exists()
+
+
 def test_delete(capsys, world):
     job = world["job"]
     new_batch(capsys, job)
