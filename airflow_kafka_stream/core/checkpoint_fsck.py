@@ -299,8 +299,9 @@ def unrebuildable_state(store_dir: str, names: Iterable[str], version: int) -> l
     else:
         suffix = "changelog" if rocksdb else "delta"
         files = ", ".join(f"{v}.{suffix}" for v in load.missing[:5]) + (" ..." if len(load.missing) > 5 else "")
+        files += " is" if len(load.missing) == 1 else " are"
         base = load.base_name or "an empty store (no snapshot at or below it)"
-        problem = f"Spark starts from {base} and then needs {files}, missing"
+        problem = f"Spark starts from {base} and replays every file after it, but {files} missing"
     return [
         Finding(
             Severity.ERROR,
