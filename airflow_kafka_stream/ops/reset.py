@@ -123,7 +123,7 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
     now = now or datetime.now(UTC)
     strategy = build_strategy(ctx, request, now)
     scope = parse_scope(request.scope or None)
-    pos = pos or position(ctx)
+    pos = pos or position(ctx, "an offset reset")
     checkpoint_offsets = pos.source_offsets(0)
     topics = ctx.topics_with(checkpoint_offsets)
     return plan_job_reset(ctx.require_kafka(), ctx.group, checkpoint_offsets, topics, strategy, scope,
@@ -163,7 +163,7 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
         ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
         if recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options):
             log.warning("finished or undid an earlier reset of %s that was interrupted", ctx.checkpoint_url)
-        pos = position(ctx)
+        pos = position(ctx, "an offset reset")
         the_plan = plan(ctx, request, now, pos)
         record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,
                             "offsets": to_nested(pos.source_offsets(0))}
