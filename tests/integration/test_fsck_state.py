@@ -80,8 +80,8 @@ def remove_newest(kind_suffix: str, store: str) -> Callable[[Path], str]:
         base_suffix = "snapshot" if kind_suffix == "delta" else "zip"
         newest = f"{store}/{VERSION}.{kind_suffix}"
         assert (checkpoint / newest).exists(), sorted(os.listdir(checkpoint / store))
-        remove(checkpoint, newest, *[f"{store}/{VERSION}.{base_suffix}"]
-               if (checkpoint / store / f"{VERSION}.{base_suffix}").exists() else [])
+        base = f"{store}/{VERSION}.{base_suffix}"
+        remove(checkpoint, newest, *[base] if base != newest and (checkpoint / base).exists() else [])
         return store
     return damage
 
