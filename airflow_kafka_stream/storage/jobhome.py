@@ -5,7 +5,7 @@ Layout (any fsspec URL)::
     <home>/job.json                what was submitted
     <home>/status.json             kept fresh by the running job
     <home>/control/stop            a request to drain and stop
-    <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest
+    <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest with a record
     <home>/generations/<NNNN>.json how each generation started
     <home>/savepoints/<id>/        immutable savepoints
     <home>/history.jsonl           append-only record of every operation
