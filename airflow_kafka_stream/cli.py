@@ -210,6 +210,10 @@ def _cmd_checkpoint(args: argparse.Namespace) -> int:
         report = inspect.fsck(ctx)
         _emit(args, inspect.fsck_dict(report), report.render())
         return EXIT_OK if report.ok else EXIT_PROBLEMS
+    seeded = inspect.unstarted(ctx)
+    if seeded is not None:
+        _emit(args, seeded.to_dict(), seeded.describe())
+        return EXIT_OK
     position = inspect.position(ctx)
     _emit(args, inspect.position_dict(position), inspect.position_text(position))
     return EXIT_OK

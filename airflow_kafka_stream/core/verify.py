@@ -187,6 +187,7 @@ class VerifyResult:
     checked_at: datetime
     last_batch_at: datetime | None
     group: str | None = None
+    note: str | None = None  # what the caller wants a reader to know first (e.g. the generation has not started)
 
     @property
     def status(self) -> Status:
@@ -215,6 +216,7 @@ class VerifyResult:
             "checked_at": self.checked_at.isoformat(),
             "last_batch_at": self.last_batch_at.isoformat() if self.last_batch_at else None,
             "total_lag": self.total_lag,
+            "note": self.note,
             "partitions": [
                 {
                     "topic": v.partition.topic,
@@ -260,7 +262,7 @@ class VerifyResult:
             f"overall: {self.status.value}; {len(self.problems())} of {len(self.partitions)} partitions "
             f"with problems; total lag {self.total_lag}"
         )
-        return "\n".join([*lines, summary])
+        return "\n".join([*([f"note: {self.note}"] if self.note else []), *lines, summary])
 
 
 def observe(

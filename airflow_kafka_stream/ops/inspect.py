@@ -7,17 +7,31 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
-from airflow_kafka_stream.core.checkpoint_fsck import FsckReport
+from airflow_kafka_stream.core.checkpoint_fsck import Finding, FsckReport, Severity
 from airflow_kafka_stream.core.checkpoint_log import OffsetLogEntry
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.ops.context import JobContext
+from airflow_kafka_stream.ops.unstarted import UnstartedGeneration, unstarted_generation
 
 
-def position(ctx: JobContext) -> CheckpointPosition:
+def position(ctx: JobContext, operation: str = "this operation") -> CheckpointPosition:
+    """The checkpoint's position; a clear refusal when its generation was seeded but has not started."""
+    seeded = unstarted(ctx)
+    if seeded is not None:
+        raise seeded.refusal(operation)
     return read_position(ctx.checkpoint_url, ctx.storage_options)
 
 
+def unstarted(ctx: JobContext) -> UnstartedGeneration | None:
+    """The job's current generation when no query has started on it yet (seeded by a restore or reset)."""
+    return unstarted_generation(ctx.home, ctx.checkpoint_url)
+
+
 def fsck(ctx: JobContext) -> FsckReport:
+    seeded = unstarted(ctx)
+    if seeded is not None:  # fit to start from: the job starts at the recorded offsets
+        return FsckReport(ctx.checkpoint_url, (Finding(Severity.INFO, ctx.checkpoint_url,
+                                                       f"{seeded.describe()}; fit to start from"),))
     return fsck_checkpoint(ctx.checkpoint_url, ctx.storage_options)
 
 

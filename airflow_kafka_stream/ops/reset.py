@@ -125,7 +125,7 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
     now = now or datetime.now(UTC)
     strategy = build_strategy(ctx, request, now)
     scope = parse_scope(request.scope or None)
-    pos = pos or position(ctx)
+    pos = pos or position(ctx, "an offset reset")
     # The plan covers every Kafka source's partitions; execute splits the targets back by source.
     checkpoint_offsets = pos.kafka_offsets("an offset reset")
     topics = ctx.topics_with(checkpoint_offsets)
@@ -205,7 +205,7 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
         ctx = current_generation_context(ctx)
         if recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options):
             log.warning("finished or undid an earlier reset of %s that was interrupted", ctx.checkpoint_url)
-        pos = position(ctx)
+        pos = position(ctx, "an offset reset")
         the_plan = plan(ctx, request, now, pos)
         sources = pos.kafka_sources()
         record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,

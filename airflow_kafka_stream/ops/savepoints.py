@@ -32,6 +32,7 @@ from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
+from airflow_kafka_stream.ops.unstarted import unstarted_generation
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 
@@ -72,6 +73,11 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
     """Create a savepoint; the caller holds the job lock and knows the job is stopped."""
     now = now or datetime.now(UTC)
     checkpoint = home.checkpoint_url()
+    seeded = unstarted_generation(home, checkpoint)
+    if seeded is not None:
+        raise JobStateError(f"{seeded.describe()}; there is nothing to save yet (no state, no committed batch). "
+                            "Start the job and let it commit a batch first; the savepoint it came from, if any, "
+                            "still holds everything")
     recover_incomplete_append(checkpoint, home.storage_options)  # a crashed reset is finished or undone first
     pos = read_position(checkpoint, home.storage_options)
     if pos.batch_id is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from airflow_kafka_stream.core.reset_plan import parse_duration
@@ -9,7 +10,7 @@ from airflow_kafka_stream.core.verify import VerifyResult
 from airflow_kafka_stream.kafka.control_inputs import verify_job
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.inspect import position
+from airflow_kafka_stream.ops.inspect import position, unstarted
 
 
 def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: datetime | None = None) -> VerifyResult:
@@ -20,6 +21,12 @@ def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: dat
     """
     now = now or datetime.now(UTC)
     stall_after = parse_duration(stall_threshold) if isinstance(stall_threshold, str) else stall_threshold
+    seeded = unstarted(ctx)
+    if seeded is not None:
+        # No query ran on this generation yet: the job will resume at its seeded offsets.
+        result = verify_job(ctx.require_kafka(), ctx.require_group(), seeded.offsets(),
+                            ctx.topics_with(seeded.offsets()), now=now, stall_after=stall_after)
+        return replace(result, note=f"{seeded.describe()}; the CHECKPOINT column shows those start offsets")
     pos = position(ctx)
     # Every Kafka source of a query that unions several readers; refused when two share a partition.
     checkpoint_offsets = pos.kafka_offsets("verification")

@@ -5,7 +5,7 @@ Layout (any fsspec URL)::
     <home>/job.json                what was submitted
     <home>/status.json             kept fresh by the running job
     <home>/control/stop            a request to drain and stop
-    <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest
+    <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest with a record
     <home>/generations/<NNNN>.json how each generation started
     <home>/savepoints/<id>/        immutable savepoints
     <home>/history.jsonl           append-only record of every operation
@@ -152,10 +152,26 @@ class JobHome:
         """URL of a generation's checkpoint (the current one by default)."""
         gen = generation if generation is not None else self.current_generation()
         if gen is None:
-            raise JobStateError(
-                f"job home {self.url} has no checkpoint yet (checkpoints/ is empty); start the job first"
-            )
+            raise JobStateError(self._no_generation_message())
         return self.url_of("checkpoints", f"{gen:0{GENERATION_WIDTH}d}")
+
+    def _no_generation_message(self) -> str:
+        """Why there is no current generation, and the way out (a directory without its record is not one)."""
+        unrecorded = self.abandoned_generations()
+        if not unrecorded:
+            return (f"job home {self.url} has no checkpoint generation yet (no generations/NNNN.json record); "
+                    "start the job first, or restore a savepoint")
+        names = ", ".join(f"{n:0{GENERATION_WIDTH}d}" for n in unrecorded)
+        last = f"{unrecorded[-1]:0{GENERATION_WIDTH}d}"
+        return (
+            f"job home {self.url} has no current checkpoint generation: checkpoints/{names} exist(s) but "
+            f"generations/{last}.json, the record that makes a generation current (written last, when it was "
+            "complete), is missing, so it is an interrupted restore or a directory put there by hand. To resume "
+            f"from checkpoints/{last}, write generations/{last}.json as "
+            f'{{"generation": {int(last)}, "reason": "submit", "start_offsets": null}} after checking it with '
+            f"`airflow-kafka-stream checkpoint fsck --checkpoint {self.url_of('checkpoints', last)}`; otherwise "
+            "delete the directory and restore a savepoint (or start the job afresh)"
+        )
 
     def generation_info(self, generation: int) -> dict[str, Any] | None:
         return read_json(self.fs, self.p("generations", f"{generation:0{GENERATION_WIDTH}d}.json"))

@@ -17,7 +17,13 @@ from airflow_kafka_stream.core.checkpoint_fsck import (
     gaps,
     interrupted_operations,
     leftover_temp_files,
+    missing_partitions,
+    missing_ssts,
+    rocksdb_zip_ssts,
+    state_load,
+    state_version_file,
     unparseable_files,
+    unrebuildable_state,
 )
 
 
@@ -100,3 +106,88 @@ def test_report_ok_only_without_errors():
     assert "1 error(s)" in FsckReport("/c", findings).render()
     assert FsckReport("/c", tuple(leftover_temp_files(["/c/.x.tmp"]))).ok, "warnings alone do not fail"
     assert len(interrupted_operations("/c", True, True)) == 2
+
+
+# -- state stores (rules 7-9) -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("names", "version", "base", "replay", "missing"),
+    [
+        pytest.param(["1.delta", "2.delta", "3.delta"], 3, None, ("1.delta", "2.delta", "3.delta"), (),
+                     id="hdfs-deltas-from-empty"),
+        pytest.param(["4.delta", "6.delta", "6.snapshot", "7.delta", "8.delta", "9.delta"], 9, "6.snapshot",
+                     ("7.delta", "8.delta", "9.delta"), (), id="hdfs-newest-snapshot-then-deltas"),
+        pytest.param(["6.snapshot", "7.delta", "9.delta"], 9, "6.snapshot", ("7.delta", "9.delta"), (8,),
+                     id="hdfs-gap-after-snapshot"),
+        pytest.param(["4.delta", "7.delta", "8.delta", "9.delta"], 9, None, ("4.delta", "7.delta", "8.delta",
+                     "9.delta"), (1, 2, 3, 5, 6), id="snapshot-lost-after-purge-no-older-base"),
+        pytest.param(["9.snapshot", "8.delta"], 9, "9.snapshot", (), (), id="snapshot-at-the-version-is-enough"),
+        pytest.param(["8.zip", "9.zip"], 9, "9.zip", (), (), id="rocksdb-zip-per-version"),
+        pytest.param(["8.zip"], 9, "8.zip", (), (9,), id="rocksdb-newest-zip-lost"),
+        pytest.param(["6.zip", "6.changelog", "7.changelog", "8.changelog", "9.changelog"], 9, "6.zip",
+                     ("7.changelog", "8.changelog", "9.changelog"), (), id="changelog-replay"),
+        pytest.param(["10.delta", "11.delta"], 9, None, (), tuple(range(1, 10)), id="files-above-the-version-ignored"),
+    ],
+)
+def test_state_load(names, version, base, replay, missing):
+    load = state_load(names, version)
+    assert (load.base_name, load.replay, load.missing) == (base, replay, missing)
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        pytest.param("12.delta", (12, "delta", False), id="delta"),
+        pytest.param("7.zip", (7, "zip", False), id="zip"),
+        pytest.param("7_0f1e2d3c-aaaa-bbbb-cccc-000000000000.changelog", (7, "changelog", True), id="format-v2"),
+        pytest.param(".7.zip.crc", None, id="crc"),
+        pytest.param("schema", None, id="other"),
+    ],
+)
+def test_state_version_file(name, parsed):
+    assert state_version_file(name) == parsed
+
+
+@pytest.mark.parametrize(
+    ("names", "severity", "text"),
+    [
+        pytest.param(["8.delta", "9.delta", "9.snapshot"], None, None, id="fit"),
+        pytest.param(["6.snapshot", "7.delta", "9.delta"], Severity.ERROR, "8.delta is missing",
+                     id="hdfs-delta-named"),
+        pytest.param(["8.zip"], Severity.ERROR, "9.zip is missing and there are no changelog files",
+                     id="rocksdb-without-changelog-names-the-zip"),
+        pytest.param(["8.zip", "8.changelog"], Severity.ERROR, "9.changelog is missing", id="changelog-named"),
+        pytest.param(["9_0f1e2d3c.zip"], Severity.WARNING, "format version 2", id="v2-not-judged-as-fit"),
+    ],
+)
+def test_unrebuildable_state(names, severity, text):
+    findings = unrebuildable_state("cp/state/0/0", names, 9)
+    if severity is None:
+        assert findings == []
+    else:
+        assert [f.severity for f in findings] == [severity]
+        assert text in findings[0].message
+
+
+def test_missing_partitions_and_ssts():
+    assert missing_partitions("cp/state/0", [0, 1], 2) == []
+    assert missing_partitions("cp/state/0", [0], None) == []  # count unknown: nothing to compare
+    (finding,) = missing_partitions("cp/state/0", [0, 2], 4)
+    assert finding.severity is Severity.ERROR and "[1, 3] of 4" in finding.message
+    assert missing_ssts("s", "9.zip", ["a.sst"], ["a.sst", "b.sst"]) == []
+    (finding,) = missing_ssts("s", "9.zip", ["a.sst", "b.sst"], ["a.sst"])
+    assert "9.zip lists" in finding.message and "b.sst" in finding.message
+
+
+def test_rocksdb_zip_ssts_reads_the_metadata_spark_writes():
+    import io
+    import zipfile
+
+    # The metadata member of a real Spark 4.2 RocksDB 9.zip (shortened to two SST files).
+    metadata = ('v1\n{"sstFiles":[{"localFileName":"000008.sst","dfsSstFileName":"000008-ae92.sst","sizeBytes":1203},'
+                '{"localFileName":"000016.sst","dfsSstFileName":"000016-bfbf.sst","sizeBytes":1203}],"numKeys":1}')
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("CURRENT", "MANIFEST-000013\n")
+        archive.writestr("metadata", metadata)
+    assert rocksdb_zip_ssts(buffer.getvalue()) == ["000008-ae92.sst", "000016-bfbf.sst"]
