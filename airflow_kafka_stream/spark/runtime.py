@@ -298,6 +298,7 @@ class StreamRuntime:
         self._drain_overdue = False
         self._fence_reason: str | None = None
         self._last_beat_ok = time.monotonic()
+        self._last_request: dict[str, Any] | None = None
         self.generation: int | None = None
         self.checkpoint_location: str | None = None
         self.starting_offsets: str = config.starting_offsets
@@ -473,6 +474,9 @@ class StreamRuntime:
         query = self._query
         draining_since: float | None = None
         while query.isActive:
+            silent = time.monotonic() - self._last_beat_ok
+            if self._fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
+                self._fence(silent, "the status write has not returned")  # a hung write fails nothing
             if self._fence_reason is not None:
                 query.stop()  # usually done already by the heartbeat thread
                 raise JobStateError(self._fence_reason)
@@ -553,6 +557,10 @@ class StreamRuntime:
             request = read_json(self.home.fs, self.home.p("control", "stop"))
         except (ValueError, UnicodeDecodeError):
             request = {}  # being written where rename is not atomic: it exists, read it next time
+        except OSError as exc:  # a storage hiccup: keep the last answer, look again at the next poll
+            log.warning("job %s: could not read the stop request: %s", self.config.job_name, exc)
+            return self._last_request
+        self._last_request = request if isinstance(request, dict) or request is None else {}
         if request is None:
             return None
         if not isinstance(request, dict):
@@ -696,18 +704,18 @@ class StreamRuntime:
                 log.warning("writing the status of job %s failed (no heartbeat for %.1fs): %s",
                             self.config.job_name, silent, exc)
                 if silent >= st.FENCE_AFTER_INTERVALS * interval:
-                    self._fence(silent, exc)
+                    self._fence(silent, f"{type(exc).__name__}: {exc}")
                     return
                 wait = interval / 4  # retry sooner: the fence deadline is near
             self._wake_status.wait(wait)
             self._wake_status.clear()
 
-    def _fence(self, silent: float, exc: Exception) -> None:
+    def _fence(self, silent: float, cause: str) -> None:
         """Stop processing: a driver that cannot prove it is alive will soon look dead to the control plane,
         which then lets a reset or restore touch the checkpoint under it."""
         self._fence_reason = (
             f"fenced: the driver could not write its heartbeat ({self.home.url}/status.json) for {silent:.1f}s "
-            f"({type(exc).__name__}: {exc}); it stopped its query before the control plane would take it for "
+            f"({cause}); it stopped its query before the control plane would take it for "
             "dead. The running batch, if any, is re-run on restart. Fix the storage and start the job again"
         )
         log.error("job %s %s", self.config.job_name, self._fence_reason)

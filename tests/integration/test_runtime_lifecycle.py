@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 def config_for(bootstrap: str, topic: str, **overrides) -> StreamConfig:
     values = {"job_name": "life", "bootstrap_servers": bootstrap, "group_id": unique("life-group"),
-              "topics": [topic], "starting_offsets": "earliest", "heartbeat_seconds": 0.5}
+              "topics": [topic], "starting_offsets": "earliest", "heartbeat_seconds": 1.0}
     values.update(overrides)
     return StreamConfig(**values)
 
@@ -139,7 +139,7 @@ def test_a_failure_while_building_ends_failed_and_a_refused_start_is_retried(spa
     failed = read_status(home)
     assert failed["state"] == "FAILED" and "no such column: amount" in failed["error"]
     assert frame is not None
-    time.sleep(4 * 0.5)  # several heartbeat intervals: a live heartbeat thread would have rewritten it
+    time.sleep(3 * 1.0)  # several heartbeat intervals: a live heartbeat thread would have rewritten it
     assert read_status(home) == failed, "the heartbeat stopped"
     assert job_is_running(JobHome(home)) == (False, failed)
 
