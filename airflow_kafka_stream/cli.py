@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the job to stop")
     p.add_argument("--savepoint", action="store_true", help="take a savepoint once stopped")
     p.add_argument("--app-version", type=_text, help="application version recorded in the savepoint")
+    p.add_argument("--on-timeout", choices=["withdraw", "kill"], default="withdraw",
+                   help="when the job has not stopped within --timeout: withdraw the request (it keeps running, "
+                   "the default) or kill (cancel the running batch, which re-runs on restart, and stop for good)")
     p.set_defaults(handler=_cmd_stop)
 
     p = sub.add_parser("savepoint", help="create, list, show, validate, delete or prune savepoints")
@@ -249,7 +252,7 @@ def _cmd_stop(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import stop
 
     result = stop.stop_job(_home(args), timeout=args.timeout, savepoint=args.savepoint,
-                           app_version=args.app_version)
+                           app_version=args.app_version, on_timeout=args.on_timeout)
     _emit(args, result, stop.stop_text(result))
     return EXIT_OK
 

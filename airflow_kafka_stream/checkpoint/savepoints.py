@@ -99,13 +99,18 @@ def create_savepoint(
     storage_options: dict | None = None,
     *,
     step_hook: StepHook | None = None,
+    exclude_in_flight: bool = False,
 ) -> Manifest:
-    """Copy a stopped query's checkpoint into ``savepoint_url`` (its id is the last path component)."""
+    """Copy a stopped query's checkpoint into ``savepoint_url`` (its id is the last path component).
+
+    ``exclude_in_flight`` saves the last committed batch of a query stopped mid-batch (a kill): the
+    cancelled batch's offsets are not copied and HDFS state is taken at the committed version.
+    """
     hook = step_hook or (lambda _step: None)
     position = read_position(checkpoint_url, storage_options)
     if position.incomplete_append is not None:
         raise JobStateError(f"{checkpoint_url}: an offset append was interrupted; run `airflow-kafka-stream checkpoint repair` first")
-    if position.in_flight_batch_id is not None:
+    if position.in_flight_batch_id is not None and not exclude_in_flight:
         raise JobStateError(
             f"{checkpoint_url}: batch {position.in_flight_batch_id} is in flight, so the checkpoint is not "
             "consistent; stop the job gracefully (drain) and take the savepoint after it stopped"

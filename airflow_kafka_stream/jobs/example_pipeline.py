@@ -60,7 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
-    parser.add_argument("--drain-timeout-seconds", type=float, default=300.0)
+    parser.add_argument("--drain-timeout-seconds", type=float, default=300.0,
+                        help="after this long draining, warn and flag the status; the batch is never cancelled")
     parser.add_argument("--cores", default="2", help="local[N] cores when not run by spark-submit")
     parser.add_argument("--command-config", help="Kafka client properties file (security settings and secrets "
                         "stay out of the process arguments)")
@@ -131,14 +132,16 @@ def main(argv: list[str] | None = None) -> int:
         sink_path=args.output,
     )
     spark = spark_session(args.cores)
-    runtime = StreamRuntime(spark, args.home, config)
-    events = runtime.read_stream()  # picks the checkpoint generation
-    default_dead_letters = f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}"
-    dead_letters = DeadLetterSink.from_url(args.dead_letter or default_dead_letters, config.client_config())
-    writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
-    writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
-        processingTime=args.trigger_interval)
-    result = runtime.run(writer, query_name=config.job_name)
+    # The with block turns an error while the query is built (after read_stream started the heartbeat)
+    # into a FAILED status instead of a STARTING heartbeat that makes the job look alive.
+    with StreamRuntime(spark, args.home, config) as runtime:
+        events = runtime.read_stream()  # picks the checkpoint generation
+        default_dead_letters = f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}"
+        dead_letters = DeadLetterSink.from_url(args.dead_letter or default_dead_letters, config.client_config())
+        writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
+        writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
+            processingTime=args.trigger_interval)
+        result = runtime.run(writer, query_name=config.job_name)
     print(f"example_pipeline {result.summary()}", flush=True)
     spark.stop()
     return result.exit_code

@@ -69,8 +69,12 @@ def new_savepoint_id(batch_id: int, now: datetime) -> str:
     return f"sp-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-b{batch_id}"
 
 
-def create_locked(home: JobHome, app_version: str | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """Create a savepoint; the caller holds the job lock and knows the job is stopped."""
+def create_locked(home: JobHome, app_version: str | None = None, now: datetime | None = None,
+                  exclude_in_flight: bool = False) -> dict[str, Any]:
+    """Create a savepoint; the caller holds the job lock and knows the job is stopped.
+
+    ``exclude_in_flight``: a batch cancelled by a kill is left out (the savepoint is of the last committed one).
+    """
     now = now or datetime.now(UTC)
     checkpoint = home.checkpoint_url()
     seeded = unstarted_generation(home, checkpoint)
@@ -89,7 +93,8 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
     while savepoint_id in taken:  # two savepoints of one batch within a second
         savepoint_id, n = f"{base}-{n}", n + 1
     manifest = create_savepoint(checkpoint, home.savepoint_url(savepoint_id), version, now,
-                                spark_version=_spark_version(), storage_options=home.storage_options)
+                                spark_version=_spark_version(), storage_options=home.storage_options,
+                                exclude_in_flight=exclude_in_flight)
     return manifest_dict(manifest)
 
 

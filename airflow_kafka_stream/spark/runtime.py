@@ -9,14 +9,21 @@ What a user's job gets by running its query through :class:`StreamRuntime`:
 * ``<home>/status.json`` is rewritten after every batch and every few seconds;
 * a stop request (``<home>/control/stop``, or SIGTERM) drains the query: the
   source plans no new batch, the running one finishes and commits, then the
-  query stops and the job exits 0 with status STOPPED.
+  query stops and the job exits 0 with status STOPPED. The request is revocable:
+  when it is withdrawn before the drain ends, the job returns to RUNNING. A
+  request in ``kill`` mode stops the query at once (the running batch is
+  cancelled and re-run on restart);
+* a driver that cannot write its heartbeat for two intervals fences itself (stops
+  the query, exits non-zero) before the control plane would take it for dead.
 
-A job stays short::
+A job stays short; the ``with`` block reports a failure while the query is being
+built (after ``read_stream``) as FAILED instead of leaving a STARTING heartbeat::
 
-    runtime = StreamRuntime(spark, home_url, StreamConfig(job_name="orders", ...))
-    events = runtime.read_stream()
-    writer = events.selectExpr(...).writeStream.foreachBatch(write)
-    sys.exit(runtime.run(writer).exit_code)
+    with StreamRuntime(spark, home_url, StreamConfig(job_name="orders", ...)) as runtime:
+        events = runtime.read_stream()
+        writer = events.selectExpr(...).writeStream.foreachBatch(write)
+        result = runtime.run(writer)
+    sys.exit(result.exit_code)
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark import status as st
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
-from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +82,8 @@ class StreamConfig:
     storage_options: dict[str, Any] = field(default_factory=dict)
     heartbeat_seconds: float = 5.0
     stop_poll_seconds: float = 0.5
+    #: A drain taking longer than this is logged and flagged in the status (``drain_overdue``). The
+    #: runtime never cancels the batch on its own: whoever asked to stop withdraws or escalates to kill.
     drain_timeout_seconds: float = 300.0
     final_commit_timeout_seconds: float = 15.0
     app_version: str | None = None
@@ -108,10 +117,13 @@ class RunResult:
     last_batch_id: int | None
     last_offsets: dict | None
     error: str | None = None
+    note: str | None = None
 
     def summary(self) -> str:
         text = (f"{self.state}: {self.batches} batches, {self.records} records this run; "
                 f"last committed batch {self.last_batch_id}, offsets {json.dumps(self.last_offsets)}")
+        if self.note:
+            text = f"{text}; {self.note}"
         return f"{text}; error: {self.error}" if self.error else text
 
 
@@ -282,6 +294,12 @@ class StreamRuntime:
         self._status_thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._prepared = False
+        self._finished: RunResult | None = None
+        self._note: str | None = None
+        self._drain_overdue = False
+        self._fence_reason: str | None = None
+        self._last_beat_ok = time.monotonic()
+        self._last_request: dict[str, Any] | None = None
         self.generation: int | None = None
         self.checkpoint_location: str | None = None
         self.starting_offsets: str = config.starting_offsets
@@ -292,7 +310,6 @@ class StreamRuntime:
         """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat."""
         if self._prepared:
             return
-        self._prepared = True
         # Under the job lock: a reset or restore in progress must finish first, and once the STARTING
         # heartbeat is written every control-plane operation sees this driver as running.
         args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
@@ -314,8 +331,36 @@ class StreamRuntime:
                  self.checkpoint_location,
                  f"resuming after batch {committed}" if committed is not None else f"starting at {self.starting_offsets}")
         self.committer.start()
+        self._last_beat_ok = time.monotonic()
         self._status_thread = threading.Thread(target=self._heartbeat_loop, name="status-heartbeat", daemon=True)
         self._status_thread.start()
+        # Set only now: a start refused or failed above is done again in full when retried.
+        self._prepared = True
+
+    # -- the job's code between prepare and run ----------------------------------------------------
+    def __enter__(self) -> StreamRuntime:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None and self._prepared and self._finished is None:
+            self.fail(exc)
+        return False  # the job's own exception propagates
+
+    def fail(self, exc: BaseException) -> RunResult:
+        """Report a failure of the job's code before or around ``run``: status FAILED, heartbeat stopped.
+
+        Without it, an exception while building the query leaves the heartbeat thread writing
+        STARTING, and every guard of the control plane takes the job for running.
+        """
+        if self._finished is not None:
+            return self._finished
+        self._record_error(exc)
+        return self._finish(clear_request=False)
+
+    def _record_error(self, exc: BaseException) -> None:
+        secrets = secret_values({**self.config.client_config(), **self.config.source_options})
+        self._error = redact_text(f"{type(exc).__name__}: {exc}", secrets)[:2000]
+        log.error("job %s failed: %s", self.config.job_name, self._error)
 
     def _choose_generation(self) -> tuple[int, str]:
         gen = self.home.current_generation()
@@ -377,6 +422,8 @@ class StreamRuntime:
         else:
             options["subscribePattern"] = str(self.config.subscribe_pattern)
         options["startingOffsets"] = self.starting_offsets
+        # startingOffsets=group reads the job's own group; source_options may still name another one.
+        options["groupId"] = self.config.group_id
         if self.config.max_offsets_per_trigger:
             options["maxOffsetsPerTrigger"] = str(self.config.max_offsets_per_trigger)
         options.update({k: str(v) for k, v in self.config.source_options.items()})
@@ -397,73 +444,132 @@ class StreamRuntime:
     # -- running --------------------------------------------------------------------------------
     def run(self, writer, query_name: str | None = None) -> RunResult:
         """Start the query from ``writer`` (a DataStreamWriter) and supervise it until it ends."""
+        if self._finished is not None:
+            raise JobStateError(f"job {self.config.job_name}: this runtime already ended ({self._finished.state}); "
+                                "a StreamRuntime runs one query: create a new one to start again")
         self.prepare()
         batch_listener = _BatchListener(self._on_batch)
         self.spark.streams.addListener(batch_listener.listener)
         previous_handler = self._install_sigterm_handler()
-        graceful = False
+        by_request = False
         try:
+            if self._fence_reason is not None:
+                raise JobStateError(self._fence_reason)
             if query_name:
                 writer = writer.queryName(query_name)
             self._query = writer.option("checkpointLocation", self.checkpoint_location).start()
             batch_listener.query_id = str(self._query.id)
             self._set_state(st.RUNNING)
-            graceful = self._supervise()
-        except Exception as exc:  # noqa: BLE001 - recorded as FAILED, re-raised below only if not a query error
-            secrets = secret_values({**self.config.client_config(), **self.config.source_options})
-            self._error = redact_text(f"{type(exc).__name__}: {exc}", secrets)[:2000]
-            log.error("job %s failed: %s", self.config.job_name, self._error)
+            by_request = self._supervise()
+        except Exception as exc:  # noqa: BLE001 - recorded as FAILED in the status and the result
+            self._record_error(exc)
         finally:
             if self._query is not None and self._query.isActive:
                 self._query.stop()
             self._restore_sigterm_handler(previous_handler)
             self._remove_listener(batch_listener.listener)
-        return self._finish(graceful)
+        return self._finish(clear_request=by_request)
 
     def _supervise(self) -> bool:
-        """Watch the query and the stop request; True when it stopped gracefully."""
+        """Watch the query and the stop request; True when it stopped because it was asked to."""
         query = self._query
-        drain_deadline: float | None = None
+        draining_since: float | None = None
         while query.isActive:
+            silent = time.monotonic() - self._last_beat_ok
+            if self._fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
+                self._fence(silent, "the status write has not returned")  # a hung write fails nothing
+            if self._fence_reason is not None:
+                query.stop()  # usually done already by the heartbeat thread
+                raise JobStateError(self._fence_reason)
             if self._signalled > 1:
-                log.warning("second SIGTERM: stopping job %s now, the running batch is cancelled",
-                            self.config.job_name)
-                query.stop()
-                return False
-            if drain_deadline is None and self._stop_requested():
-                drain_deadline = time.monotonic() + self.config.drain_timeout_seconds
+                self._stop_now("a second SIGTERM")
+                return True
+            request = self._stop_request()
+            if request is not None and request.get("mode") == STOP_MODE_KILL:
+                self._stop_now(f"a kill request by {request.get('by') or 'unknown'}")
+                return True
+            if draining_since is None and request is not None:
+                draining_since = time.monotonic()
                 self._set_state(st.DRAINING)
                 log.info("job %s: stop requested by %s, draining", self.config.job_name, self._stop_requested_by)
-            if drain_deadline is not None:
+            elif draining_since is not None and request is None:
+                draining_since = None
+                self._withdrawn()
+            if draining_since is not None:
                 if self._drained():
                     query.stop()
                     return True
-                if time.monotonic() > drain_deadline:
-                    query.stop()
-                    raise TimeoutError(
-                        f"the query did not drain within {self.config.drain_timeout_seconds:.0f}s of the stop "
-                        f"request (no {self.home.control_url}/drained.json matching the last committed batch); "
-                        "it was stopped mid-batch and resumes from its checkpoint on restart. Check that the "
-                        f"source is {SOURCE_FORMAT} with option drainPath, or raise the drain timeout"
-                    )
+                self._check_drain_overdue(draining_since)
             try:  # returns as soon as the query ends, so an availableNow job exits without a poll's delay
                 query.awaitTermination(self.config.stop_poll_seconds)
             except StreamingQueryException:
                 pass  # the query failed: reported below from query.exception()
+        if self._fence_reason is not None:
+            raise JobStateError(self._fence_reason)
         exc = query.exception()
         if exc is not None:
             raise RuntimeError(f"the streaming query failed: {exc}")
-        return drain_deadline is not None
+        return draining_since is not None
 
-    def _stop_requested(self) -> bool:
+    def _stop_now(self, why: str) -> None:
+        """Stop the query without draining: Spark cancels the running batch and re-runs it on restart."""
+        log.warning("job %s: %s: stopping now without draining", self.config.job_name, why)
+        self._query.stop()
+        # Ask the checkpoint after the stop: a batch may have started or finished meanwhile.
+        committed, _, in_flight = self._position_or_unknown()
+        self._note = (f"stopped at once on {why}: batch {committed + 1 if committed is not None else 0} was "
+                      "cancelled; Spark re-runs it on restart" if in_flight else
+                      f"stopped at once on {why}; no batch was in flight")
+
+    def _position_or_unknown(self) -> tuple[int | None, PartitionOffsets | None, bool]:
+        try:
+            return checkpoint_position(self.checkpoint_location, self.config.storage_options)
+        except Exception as exc:  # noqa: BLE001 - only used for the note
+            log.warning("could not read the position of %s: %s", self.checkpoint_location, exc)
+            return None, None, False
+
+    def _withdrawn(self) -> None:
+        """The stop request was withdrawn before the drain ended: plan new data again."""
+        log.info("job %s: the stop request was withdrawn, running again", self.config.job_name)
+        try:  # the source's old answer must not end a later drain early
+            self.home.fs.rm(self.home.p("control", "drained.json"))
+        except FileNotFoundError:
+            pass
+        with self._lock:
+            self._stop_requested_at = self._stop_requested_by = None
+            self._drain_overdue = False
+        self._set_state(st.RUNNING)
+
+    def _check_drain_overdue(self, draining_since: float) -> None:
+        if self._drain_overdue or time.monotonic() - draining_since <= self.config.drain_timeout_seconds:
+            return
+        with self._lock:
+            self._drain_overdue = True
+        self._wake_status.set()
+        log.warning("job %s: still draining %.0fs after the stop request: the running batch has not finished. "
+                    "The job keeps draining; withdraw the request to keep it running, or stop it with "
+                    "--on-timeout kill", self.config.job_name, self.config.drain_timeout_seconds)
+
+    def _stop_request(self) -> dict[str, Any] | None:
+        """The standing stop request (``control/stop``), or None; SIGTERM writes one."""
         if self._signalled and not self.home.stop_requested():
             self.home.request_stop("SIGTERM")
-        if not self.home.stop_requested():
-            return False
-        request = read_json(self.home.fs, self.home.p("control", "stop")) or {}
-        self._stop_requested_at = request.get("requested_at") or utc_now().isoformat()
-        self._stop_requested_by = request.get("by") or "unknown"
-        return True
+        try:
+            request = read_json(self.home.fs, self.home.p("control", "stop"))
+        except (ValueError, UnicodeDecodeError):
+            request = {}  # being written where rename is not atomic: it exists, read it next time
+        except OSError as exc:  # a storage hiccup: keep the last answer, look again at the next poll
+            log.warning("job %s: could not read the stop request: %s", self.config.job_name, exc)
+            return self._last_request
+        self._last_request = request if isinstance(request, dict) or request is None else {}
+        if request is None:
+            return None
+        if not isinstance(request, dict):
+            request = {}
+        with self._lock:
+            self._stop_requested_at = request.get("requested_at") or self._stop_requested_at or utc_now().isoformat()
+            self._stop_requested_by = request.get("by") or "unknown"
+        return request
 
     def _drained(self) -> bool:
         """The source answered "no new data" and every batch it planned has been committed."""
@@ -523,7 +629,9 @@ class StreamRuntime:
         self.committer.submit(batch_id, offsets)
         self._wake_status.set()
 
-    def _finish(self, graceful: bool) -> RunResult:
+    def _finish(self, clear_request: bool) -> RunResult:
+        if self._finished is not None:
+            return self._finished
         self._catch_up_with_checkpoint()
         with self._lock:
             batch_id, offsets = self._last_batch_id, self._last_offsets
@@ -539,8 +647,11 @@ class StreamRuntime:
         self._wake_status.set()
         if self._status_thread is not None:
             self._status_thread.join(10)
-        self._write_status()
-        if graceful and not failed:
+        try:
+            self._write_status()
+        except Exception as exc:  # noqa: BLE001 - e.g. the storage outage that fenced the job
+            log.error("could not write the final status %s of job %s: %s", self._state, self.config.job_name, exc)
+        if clear_request and not failed:
             self.home.clear_stop_request()
         result = RunResult(
             state=self._state,
@@ -550,7 +661,9 @@ class StreamRuntime:
             last_batch_id=batch_id,
             last_offsets=to_nested(offsets) if offsets else None,
             error=self._error,
+            note=self._note,
         )
+        self._finished = result
         log.info("job %s %s", self.config.job_name, result.summary())
         return result
 
@@ -581,13 +694,38 @@ class StreamRuntime:
         self._wake_status.set()
 
     def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat_seconds
         while not self._closing.is_set():
+            wait = interval
             try:
                 self._write_status()
+                self._last_beat_ok = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - a storage hiccup must not kill the heartbeat
-                log.warning("writing the status of job %s failed: %s", self.config.job_name, exc)
-            self._wake_status.wait(self.config.heartbeat_seconds)
+                silent = time.monotonic() - self._last_beat_ok
+                log.warning("writing the status of job %s failed (no heartbeat for %.1fs): %s",
+                            self.config.job_name, silent, exc)
+                if silent >= st.FENCE_AFTER_INTERVALS * interval:
+                    self._fence(silent, f"{type(exc).__name__}: {exc}")
+                    return
+                wait = interval / 4  # retry sooner: the fence deadline is near
+            self._wake_status.wait(wait)
             self._wake_status.clear()
+
+    def _fence(self, silent: float, cause: str) -> None:
+        """Stop processing: a driver that cannot prove it is alive will soon look dead to the control plane,
+        which then lets a reset or restore touch the checkpoint under it."""
+        self._fence_reason = (
+            f"fenced: the driver could not write its heartbeat ({self.home.url}/status.json) for {silent:.1f}s "
+            f"({cause}); it stopped its query before the control plane would take it for "
+            "dead. The running batch, if any, is re-run on restart. Fix the storage and start the job again"
+        )
+        log.error("job %s %s", self.config.job_name, self._fence_reason)
+        query = self._query
+        if query is not None:
+            try:
+                query.stop()
+            except Exception as stop_exc:  # noqa: BLE001 - the supervisor stops it again and reports
+                log.error("job %s: stopping the fenced query failed: %s", self.config.job_name, stop_exc)
 
     def status(self) -> dict[str, Any]:
         """The status document as it would be written now."""
@@ -617,6 +755,8 @@ class StreamRuntime:
                 "stopped_at": self._stopped_at.isoformat() if self._stopped_at else None,
                 "stop_requested_at": self._stop_requested_at,
                 "stop_requested_by": self._stop_requested_by,
+                "drain_overdue": self._drain_overdue,
+                "note": self._note,
                 "error": self._error,
             }
         doc["group_commits"] = self.committer.stats()
@@ -635,6 +775,9 @@ def _application_id(spark) -> str | None:
 
 def run_stream(spark, home_url: str, config: StreamConfig,
                build: Callable[[Any, StreamRuntime], Any], query_name: str | None = None) -> RunResult:
-    """Read the job's topics, let ``build(df, runtime)`` return a DataStreamWriter, run it."""
-    runtime = StreamRuntime(spark, home_url, config)
-    return runtime.run(build(runtime.read_stream(), runtime), query_name=query_name)
+    """Read the job's topics, let ``build(df, runtime)`` return a DataStreamWriter, run it.
+
+    An error raised by ``build`` ends the job FAILED (status written, heartbeat stopped) and propagates.
+    """
+    with StreamRuntime(spark, home_url, config) as runtime:
+        return runtime.run(build(runtime.read_stream(), runtime), query_name=query_name)

@@ -198,6 +198,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._write_drained(start)
                 self._drained_at = start
             return start
+        # A withdrawn request: plan again, and answer afresh should a new one come at this same position.
+        self._drained_at = None
         begin = parse_offsets(start)
         partitions = self._current_partitions(strict=False)
         bounds = metadata.watermarks(self._client_config, partitions)

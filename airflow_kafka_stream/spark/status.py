@@ -5,7 +5,8 @@ batch; the control plane reads it to learn whether the job runs before it
 touches the checkpoint. It is always written whole (temporary name and rename
 locally, one PUT on object stores), so a reader never sees half a file.
 
-States: STARTING -> RUNNING -> DRAINING -> STOPPED, or FAILED from any of them.
+States: STARTING -> RUNNING <-> DRAINING -> STOPPED, or FAILED from any of them
+(DRAINING returns to RUNNING when the stop request is withdrawn).
 A job counts as running while its state is STARTING, RUNNING or DRAINING *and*
 its heartbeat is fresh; a stale heartbeat means the driver died without saying so.
 """
@@ -32,6 +33,10 @@ STATUS_FILE = "status.json"
 
 #: A heartbeat older than this many intervals means the driver is gone.
 DEFAULT_STALE_AFTER_INTERVALS = 4
+
+#: A driver that could not write its heartbeat for this many intervals fences itself (stops its query).
+#: Every reader allows at least DEFAULT_STALE_AFTER_INTERVALS, so half the window is left for the stop.
+FENCE_AFTER_INTERVALS = 2
 
 
 def status_path(home_url: str) -> str:

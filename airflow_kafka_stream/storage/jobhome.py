@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import socket
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,6 +38,10 @@ from airflow_kafka_stream.storage.files import (
 )
 
 GENERATION_WIDTH = 4
+
+#: Modes of a stop request (``control/stop``): finish the running batch first, or cancel it.
+STOP_MODE_DRAIN = "drain"
+STOP_MODE_KILL = "kill"
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +112,10 @@ class JobHome:
         return status if isinstance(status, dict) else None
 
     # -- control requests ----------------------------------------------------------------------
-    def request_stop(self, by: str) -> None:
+    def request_stop(self, by: str, mode: str = STOP_MODE_DRAIN) -> None:
+        """Ask the running job to stop: drain (finish the running batch) or kill (cancel it)."""
         write_atomic(self.fs, self.p("control", "stop"),
-                     dump_json({"requested_at": utc_now().isoformat(), "by": by}))
+                     dump_json({"requested_at": utc_now().isoformat(), "by": by, "mode": mode}))
 
     def stop_requested(self) -> bool:
         return self.fs.exists(self.p("control", "stop"))
@@ -243,9 +249,13 @@ class JobHome:
 
     @contextmanager
     def lock(self, operation: str, holder: str | None = None) -> Iterator[dict[str, Any]]:
-        """Hold the job's exclusive control-plane lock for one operation."""
+        """Hold the job's exclusive control-plane lock for one operation.
+
+        The lock file carries a random token: on release it is removed only if it still holds ours,
+        so a holder whose lock was broken (``unlock``) never removes the lock of whoever took it next.
+        """
         info = {"operation": operation, "holder": holder or who_am_i(), "acquired_at": utc_now().isoformat(),
-                "host": socket.gethostname(), "pid": os.getpid()}
+                "host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
         if not self._acquire(info):
             held = self.read_lock() or {}
             raise JobStateError(
@@ -257,10 +267,33 @@ class JobHome:
         try:
             yield info
         finally:
-            try:
-                self.fs.rm(self.p("lock"))
-            except FileNotFoundError:
-                pass
+            self._release(info)
+
+    def _release(self, info: dict[str, Any]) -> None:
+        """Remove the lock file if it is still ours (read, compare token, delete).
+
+        A race remains between the read and the delete: a forced unlock plus a new acquisition that
+        both land in that window (milliseconds, against an operator typing `unlock`) would lose the
+        new holder's lock. Neither a local rename nor an S3 DELETE can be made conditional on the
+        file's content through fsspec, so the window is kept as small as one read allows.
+        """
+        try:
+            held = self.read_lock()
+        except OSError as exc:
+            log.warning("could not read the lock of %s to release it (left in place): %s", self.url, exc)
+            return
+        if held is None:
+            log.warning("the lock of %s for %s was already removed (an `unlock` broke it while the operation ran)",
+                        self.url, info.get("operation"))
+            return
+        if held.get("token") != info["token"]:
+            log.warning("the lock of %s is now held by %s for %s (ours was broken with `unlock`): left in place",
+                        self.url, held.get("holder"), held.get("operation"))
+            return
+        try:
+            self.fs.rm(self.p("lock"))
+        except FileNotFoundError:
+            pass
 
     def _acquire(self, info: dict[str, Any]) -> bool:
         """Create the lock file; break it first when its holder is a dead process of this host."""
@@ -276,9 +309,13 @@ class JobHome:
         return create_exclusive(self.fs, self.p("lock"), dump_json(info))
 
     def force_unlock(self) -> dict[str, Any] | None:
+        """Break the lock whoever holds it (its process died); the holder, if alive, will not remove the next one."""
         held = self.read_lock()
         if held is not None:
-            self.fs.rm(self.p("lock"))
+            try:
+                self.fs.rm(self.p("lock"))
+            except FileNotFoundError:
+                return None
         return held
 
 

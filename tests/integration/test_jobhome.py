@@ -94,3 +94,58 @@ def test_recorded_operation_writes_history_and_redacts_secrets(home):
 def test_require_refuses_a_directory_that_is_not_a_job_home(tmp_path):
     with pytest.raises(InvalidInputError, match="not a job home"):
         JobHome(str(tmp_path)).require()
+
+
+HOLD_LOCK = """
+import sys, time, pathlib
+from airflow_kafka_stream.storage.jobhome import JobHome
+home, marks = sys.argv[1], pathlib.Path(sys.argv[2])
+with JobHome(home).lock("reset", holder="old-holder"):
+    (marks / "held").write_text("yes")
+    deadline = time.monotonic() + 60
+    while not (marks / "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+"""
+
+
+def test_a_broken_lock_holder_leaves_the_next_holders_lock_alone(tmp_path):
+    """unlock breaks a lock whose holder still runs; when that holder finishes, the new holder's lock stays."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    home = JobHome(str(tmp_path / "job"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    old = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, home.url, str(marks)], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (marks / "held").exists():
+            assert old.poll() is None and time.monotonic() < deadline, old.stdout.read() if old.stdout else ""
+            time.sleep(0.05)
+        assert home.force_unlock()["holder"] == "old-holder"
+        with home.lock("restore", holder="new-holder"):
+            (marks / "go").write_text("finish")
+            output, _ = old.communicate(timeout=60)
+            assert old.returncode == 0, output
+            held = home.read_lock()
+            assert held is not None and held["holder"] == "new-holder", f"the old holder removed it: {output}"
+            with pytest.raises(JobStateError, match="new-holder"):
+                with home.lock("reset", holder="third"):
+                    pass
+        assert home.read_lock() is None, "the new holder releases its own lock"
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait(10)
+
+
+def test_a_lock_is_released_only_while_it_holds_our_token(home):
+    with home.lock("reset", holder="first") as info:
+        assert home.read_lock()["token"] == info["token"]
+        home.force_unlock()
+        home.fs.pipe_file(home.p("lock"), b'{"holder": "second", "operation": "restore", "token": "t2"}')
+    assert home.read_lock()["holder"] == "second"
