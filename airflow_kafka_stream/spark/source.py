@@ -128,7 +128,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         partitions = self._current_partitions(strict=True)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         start = self._resolve_start(partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
         if self.options.start_offsets_path:
@@ -188,7 +188,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         # Not strict: this also runs on restarts, where a vanished topic is data loss for latestOffset to report.
         partitions = self._current_partitions(strict=False)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         self._available_now_target = {tp: high for tp, (_low, high) in bounds.items()}
         log.info("kafka_stream availableNow: reading up to %s", json.dumps(to_nested(self._available_now_target)))
 
@@ -200,7 +200,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         begin = parse_offsets(start)
         partitions = self._current_partitions(strict=False)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         effective = self._check_lost(begin, bounds)
         end = {tp: bounds[tp][1] for tp in partitions}
         self._latest_seen = dict(end)
@@ -224,7 +224,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if odd:
             # New partitions start at earliest; a partition whose end went backwards (recreated
             # topic) restarts at its earliest, as latestOffset already accepted (failOnDataLoss=false).
-            bounds = metadata.watermarks(self._client_config, odd)
+            bounds = self._watermarks(odd)
             self._check_lost({tp: begin[tp] for tp in odd if tp in begin}, bounds)
             begin = {**begin, **{tp: bounds[tp][0] for tp in odd}}
         ranges = plan_ranges(begin, finish, self.options.min_partitions, self.options.max_records_per_partition)
@@ -258,6 +258,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if sub.kind == ASSIGN:
             return [tp for tp in sub.partitions if tp.partition < counts.get(tp.topic, 0)]
         return sorted(TopicPartition(t, p) for t in sub.topics if t in counts for p in range(counts[t]))
+
+    def _watermarks(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """Watermarks to plan from; invalid answers (e.g. -1001 under broker overload) are asked again
+        for up to kafkaConsumer.pollTimeoutMs, then fail as a Kafka error, never as data loss."""
+        return metadata.watermarks(self._client_config, partitions, retry_for=self.options.poll_timeout_ms / 1000.0)
 
     def _check_lost(
         self, begin: PartitionOffsets, bounds: Mapping[TopicPartition, tuple[int, int]]
