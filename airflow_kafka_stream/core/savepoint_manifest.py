@@ -50,8 +50,12 @@ class Manifest:
             raise SavepointError(f"savepoint {self.savepoint_id}: source {index} is not a Kafka source: {exc}") from exc
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256(data: bytes | Iterable[bytes]) -> str:
+    """Hex sha256 of some bytes, or of chunks taken in turn (a file streamed in bounded pieces)."""
+    digest = hashlib.sha256()
+    for chunk in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def render_manifest(manifest: Manifest) -> str:
