@@ -9,8 +9,8 @@ Use it like ``format("kafka")``::
         .load()
 
 Options are documented in :mod:`airflow_kafka_stream.spark.source_options`. Offsets in the
-checkpoint have the JVM connector's shape (``{"topic": {"0": 23}}``, next offset to read),
-so checkpoint tools work on either. The start options resolve to real offsets in
+checkpoint have the JVM connector's shape and text (``{"topic":{"0":23}}``, next offset to
+read; see :mod:`.offsets_text`), so checkpoint tools work on either. The start options resolve to real offsets in
 ``initialOffset``; a query restarted from its checkpoint never calls it.
 
 The reader object lives twice: one long-lived instance on the driver plans batches
@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.spark import arrow_rows
+from airflow_kafka_stream.spark import arrow_rows, offsets_text
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange, find_lost_offsets, plan_ranges, rate_limit
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
@@ -98,6 +98,9 @@ class KafkaStreamDataSource(DataSource):
         return source_schema(self.parsed.include_headers)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
+        # connector does (compact JSON), without changing the text of offsets Spark already holds.
+        offsets_text.install_in_runner()
         return KafkaStreamReader(self.parsed)
 
 
@@ -212,7 +215,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(effective, end, limit.max_rows)
         if end == begin:
-            return start
+            return start  # Spark's own object: its text goes back unchanged (see offsets_text)
         return to_nested(end)
 
     def reportLatestOffset(self) -> dict | None:
