@@ -7,9 +7,14 @@ batch N), ``sources/``, the state files needed to load state version N+1, and
 directory without one is an incomplete savepoint: ignored by
 :func:`list_savepoints`, removed by :func:`prune_savepoints`.
 
-Restoring copies a validated savepoint into an empty checkpoint location. A
-marker file written first and removed last makes an interrupted restore
-visible (the reader and fsck refuse it; restoring again clears it).
+Restoring copies a savepoint into an empty checkpoint location, checking every
+file against the manifest as it copies it. A marker file written first and
+removed last makes an interrupted restore visible (the reader and fsck refuse
+it; restoring again clears it).
+
+Files are streamed in bounded chunks (:mod:`.file_copy`): creating, validating
+and restoring a savepoint each read a file once, and hold a few MiB of it in
+memory whatever its size.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from datetime import datetime, timedelta
 import fsspec
 
 from airflow_kafka_stream.checkpoint.atomic import atomic_write, exists_file, is_dir, join, list_names, open_fs
-from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_bytes, read_position
+from airflow_kafka_stream.checkpoint.file_copy import copy_file, hash_file
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
 from airflow_kafka_stream.checkpoint.writer import state_store_dirs
 from airflow_kafka_stream.core.checkpoint_fsck import crc_target
 from airflow_kafka_stream.core.checkpoint_log import (
@@ -42,9 +48,8 @@ from airflow_kafka_stream.core.savepoint_manifest import (
     hdfs_state_files,
     parse_manifest,
     render_manifest,
-    sha256,
 )
-from airflow_kafka_stream.errors import JobStateError, SavepointError
+from airflow_kafka_stream.errors import CheckpointFormatError, JobStateError, SavepointError
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +131,12 @@ def create_savepoint(
         )
     files: dict[str, str] = {}
     for relative in _checkpoint_files(fs, root, position):
-        data = read_bytes(fs, join(root, relative))
-        atomic_write(target_fs, join(target, relative), data)
-        files[relative] = sha256(data)
+        try:
+            files[relative] = copy_file(fs, join(root, relative), target_fs, join(target, relative))
+        except FileNotFoundError as exc:
+            raise CheckpointFormatError(
+                f"{join(root, relative)}: file missing; restore the checkpoint from a savepoint"
+            ) from exc
         hook(f"copy:{relative}")
     manifest = Manifest(
         savepoint_id=target.rsplit("/", 1)[-1],
@@ -168,15 +176,23 @@ def validate_savepoint(savepoint_url: str, storage_options: dict | None = None) 
     for relative, expected in sorted(manifest.files.items()):
         path = join(root, relative)
         try:
-            actual = sha256(fs.cat_file(path))
+            actual = hash_file(fs, path)
         except FileNotFoundError as exc:
-            raise SavepointError(f"{path}: file listed in the manifest is missing; the savepoint is damaged") from exc
-        if actual != expected:
-            raise SavepointError(
-                f"{path}: sha256 {actual} does not match the manifest's {expected}; the savepoint is damaged, "
-                "restore from another one"
-            )
+            raise _missing(path) from exc
+        _check_sha(path, actual, expected)
     return manifest
+
+
+def _missing(path: str) -> SavepointError:
+    return SavepointError(f"{path}: file listed in the manifest is missing; the savepoint is damaged")
+
+
+def _check_sha(path: str, actual: str, expected: str) -> None:
+    if actual != expected:
+        raise SavepointError(
+            f"{path}: sha256 {actual} does not match the manifest's {expected}; the savepoint is damaged, "
+            "restore from another one"
+        )
 
 
 def list_savepoints(root_url: str, storage_options: dict | None = None) -> list[Manifest]:
@@ -234,9 +250,14 @@ def restore_savepoint(
     *,
     step_hook: StepHook | None = None,
 ) -> Manifest:
-    """Copy a validated savepoint into an empty checkpoint location; Spark resumes after its batch."""
+    """Copy a savepoint into an empty checkpoint location; Spark resumes after its batch.
+
+    Each file is read once: copied and checked against the manifest's sha256 in the same
+    pass. A damaged savepoint raises SavepointError after removing what the restore
+    wrote, the (empty) location included.
+    """
     hook = step_hook or (lambda _step: None)
-    manifest = validate_savepoint(savepoint_url, storage_options)
+    manifest = read_manifest(savepoint_url, storage_options)
     source_fs, source = open_fs(savepoint_url, storage_options)
     fs, target = open_fs(new_checkpoint_url, storage_options)
     existing = list_names(fs, target) if fs.exists(target) else []
@@ -253,13 +274,33 @@ def restore_savepoint(
     marker = join(target, RESTORE_MARKER)
     atomic_write(fs, marker, render_manifest(manifest).encode("utf-8"))
     hook("marker")
-    for relative in _restore_order(manifest):
-        atomic_write(fs, join(target, relative), read_bytes(source_fs, join(source, relative)))
-        hook(f"copy:{relative}")
+    try:
+        for relative in _restore_order(manifest):
+            path = join(source, relative)
+            try:
+                actual = copy_file(source_fs, path, fs, join(target, relative))
+            except FileNotFoundError as exc:
+                raise _missing(path) from exc
+            _check_sha(path, actual, manifest.files[relative])
+            hook(f"copy:{relative}")
+    except SavepointError:
+        _remove_copies(fs, target)
+        raise
     fs.rm_file(marker)
     hook("done")
     log.info("restored savepoint %s into %s at batch %s", savepoint_url, new_checkpoint_url, manifest.batch_id)
     return manifest
+
+
+def _remove_copies(fs: fsspec.AbstractFileSystem, target: str) -> None:
+    """Undo a restore that found the savepoint damaged. The marker goes last, so a crash meanwhile
+    still shows an interrupted restore (which the next restore clears)."""
+    for name in list_names(fs, target):
+        if name != RESTORE_MARKER:
+            fs.rm(join(target, name), recursive=True)
+    fs.rm_file(join(target, RESTORE_MARKER))
+    if fs.exists(target):
+        fs.rm(target, recursive=True)
 
 
 def _restore_order(manifest: Manifest) -> list[str]:

@@ -57,8 +57,12 @@ class Manifest:
         return KafkaSources.of_lines(self.source_lines, f"savepoint {self.savepoint_id}")
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256(data: bytes | Iterable[bytes]) -> str:
+    """Hex sha256 of some bytes, or of chunks taken in turn (a file streamed in bounded pieces)."""
+    digest = hashlib.sha256()
+    for chunk in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def render_manifest(manifest: Manifest) -> str:

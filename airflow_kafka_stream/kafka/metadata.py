@@ -29,6 +29,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.core.watermarks import ask_until_valid, time_lookup_problem, watermark_problem
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
 from airflow_kafka_stream.kafka.clients import consumer as new_consumer
@@ -186,17 +187,32 @@ def _results(config, partitions, *future_maps, timeout: float, what: str):
 
 
 def watermarks(
-    config: Mapping[str, object], partitions: Iterable[TopicPartition], timeout: float = 10.0
+    config: Mapping[str, object],
+    partitions: Iterable[TopicPartition],
+    timeout: float = 10.0,
+    *,
+    retry_for: float | None = None,
 ) -> dict[TopicPartition, tuple[int, int]]:
-    """(low, high) watermark per partition: the first offset still stored and the next offset to be written."""
+    """(low, high) watermark per partition: the first offset still stored and the next offset to be written.
+
+    An answer that is no watermark (a librdkafka marker such as -1001, or an end below the
+    start) is asked again for up to ``retry_for`` seconds (default ``timeout``), then
+    reported as KafkaAccessError: it must never be read as data loss.
+    """
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
     admin = _admin(config)
-    earliest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.earliest()), timeout)
-    latest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.latest()), timeout)
-    low, high = _results(config, wanted, earliest, latest, timeout=timeout, what="list watermarks")
-    return {tp: (low[tp].offset, high[tp].offset) for tp in wanted}
+
+    def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        earliest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.earliest()), timeout)
+        latest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
+        low, high = _results(config, pending, earliest, latest, timeout=timeout, what="list watermarks")
+        return {tp: (low[tp].offset, high[tp].offset) for tp in pending}
+
+    budget = timeout if retry_for is None else retry_for
+    found = ask_until_valid(ask, wanted, watermark_problem, budget, f"list the watermarks at {bootstrap_servers(config)}")
+    return {tp: found[tp] for tp in wanted}
 
 
 def offsets_for_timestamps(
@@ -215,27 +231,34 @@ def offsets_for_timestamps(
         if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
             raise InvalidInputError(f"timestamp for {tp} must be milliseconds since the epoch (>= 0), got {ts!r}")
     admin = _admin(config)
-    by_time = _list_offsets(admin, config, {tp: OffsetSpec.for_timestamp(ts) for tp, ts in wanted.items()}, timeout)
-    latest = _list_offsets(admin, config, dict.fromkeys(wanted, OffsetSpec.latest()), timeout)
-    answers, high = _results(config, list(wanted), by_time, latest, timeout=timeout, what="look up offsets for times")
+    stamps: dict[TopicPartition, int] = {}
+
+    def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        by_time = _list_offsets(admin, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending}, timeout)
+        latest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
+        answers, high = _results(config, pending, by_time, latest, timeout=timeout, what="look up offsets for times")
+        stamps.update({tp: answers[tp].timestamp for tp in pending})
+        return {tp: (answers[tp].offset, high[tp].offset) for tp in pending}
+
+    found = ask_until_valid(
+        ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}"
+    )
     resolved: dict[TopicPartition, int] = {}
     doubtful: dict[TopicPartition, int] = {}
+    high = {tp: end for tp, (_offset, end) in found.items()}
     for tp, ts in wanted.items():
-        end = high[tp].offset
-        answer = answers[tp]
-        if answer.offset < 0 or answer.offset >= end:
+        offset, end = found[tp]
+        if offset < 0 or offset >= end:  # -1: no record at or after the time
             resolved[tp] = end
-        elif answer.timestamp < 0:
+        elif stamps[tp] < 0:
             # A real record always has a timestamp: this is tansu's answer for "after the last record".
             resolved[tp] = end
-        elif answer.timestamp < ts:
-            doubtful[tp] = answer.offset
+        elif stamps[tp] < ts:
+            doubtful[tp] = offset
         else:
-            resolved[tp] = answer.offset
+            resolved[tp] = offset
     if doubtful:
-        resolved.update(
-            _scan_for_timestamps(config, doubtful, wanted, {tp: high[tp].offset for tp in doubtful}, timeout)
-        )
+        resolved.update(_scan_for_timestamps(config, doubtful, wanted, {tp: high[tp] for tp in doubtful}, timeout))
     return {tp: resolved[tp] for tp in wanted}
 
 
@@ -329,5 +352,6 @@ def committed_offsets(
             )
         tp = TopicPartition(ktp.topic, ktp.partition)
         if tp in result:
+            # -1001 here is librdkafka's documented "the group has no commit", not an invalid answer.
             result[tp] = ktp.offset if ktp.offset >= 0 else None
     return result

@@ -127,7 +127,9 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
     with recorded_operation(home, "restore", args, by=by) as record:
         ensure_not_running(home, operation="a restore")
         url = home.savepoint_url(savepoint_id)
-        manifest = validate_savepoint(url, home.storage_options)
+        # Keeping state, the copy checks every file as it reads it: validating first would read them twice.
+        manifest = validate_savepoint(url, home.storage_options) if drop_state else read_manifest(
+            url, home.storage_options)
         record["before"] = {"generation": home.current_generation()}
         sink_path = sink_path or home.spec().get("sink_path")
         # Dropping state restarts batch ids at 0; keeping it resumes after the savepoint's batch.

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+from airflow_kafka_stream.core.watermarks import ask_until_valid, watermark_problem
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.spark.native_reader import NativePartition, native_module
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
@@ -43,6 +44,9 @@ READ_DEFAULTS = {
 #: How long one poll waits for its records. Short, because a range with offset gaps (compaction,
 #: transaction markers) never fills its last poll; kafkaConsumer.pollTimeoutMs bounds the waiting.
 POLL_WAIT_SECONDS = 0.1
+
+#: How long one watermark request may take (invalid answers are asked again within pollTimeoutMs).
+WATERMARK_TIMEOUT_SECONDS = 10.0
 
 #: Client-side errors librdkafka recovers from by itself (reconnecting, retrying): logged, and
 #: bounded by kafkaConsumer.pollTimeoutMs like any other wait for records.
@@ -130,7 +134,7 @@ def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -
         if polled.batch is not None and polled.first_offset < position:
             # Offsets only grow, unless the client was reset to earliest because the partition now
             # ends below this range (recreated or truncated topic): those records are not the range's.
-            low, high = _watermarks(partition, label)
+            low, high = _watermarks(partition, options, label)
             _lost(options, label, position, rng.end, low, high, "the partition was reset below the range's start")
             return
         # Records first: librdkafka puts an end-of-partition event after the records it follows.
@@ -160,13 +164,13 @@ def _end_of_partition(
     if error.code() == KafkaError._PARTITION_EOF:
         if offset >= rng.end:
             return True
-        low, high = _watermarks(partition, label)
+        low, high = _watermarks(partition, options, label)
         if high >= rng.end:
             return False  # the end is there: more records will come with the next fetch
         _lost(options, label, position, rng.end, low, high, "the partition now ends before the planned end offset")
         return True
     if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        low, high = _watermarks(partition, label)
+        low, high = _watermarks(partition, options, label)
         _lost(options, label, position, rng.end, low, high, str(error))
         return False
     if error.code() in GONE_ERRORS:
@@ -178,11 +182,18 @@ def _end_of_partition(
     raise KafkaAccessError(f"reading {label} at offset {position} failed: {error}")
 
 
-def _watermarks(partition: PartitionPolls, label: str) -> tuple[int, int]:
-    try:
-        return partition.watermarks(10.0)
-    except KafkaException as exc:
-        raise KafkaAccessError(f"asking the broker for the offsets of {label} failed: {exc}") from exc
+def _watermarks(partition: PartitionPolls, options: SourceOptions, label: str) -> tuple[int, int]:
+    """The partition's (low, high), asked again while the answer is no watermark (e.g. librdkafka's -1001):
+    data loss is decided from it, so an invalid answer must end as a Kafka error, never as loss."""
+
+    def ask(_pending: list[str]) -> dict[str, tuple[int, int]]:
+        try:
+            return {label: partition.watermarks(WATERMARK_TIMEOUT_SECONDS)}
+        except KafkaException as exc:
+            raise KafkaAccessError(f"asking the broker for the offsets of {label} failed: {exc}") from exc
+
+    budget = options.poll_timeout_ms / 1000.0
+    return ask_until_valid(ask, [label], watermark_problem, budget, f"give the watermarks of {label}")[label]
 
 
 def _lost(options: SourceOptions, label: str, position: int, end: int, low: int, high: int, why: str) -> None:

@@ -9,8 +9,8 @@ Use it like ``format("kafka")``::
         .load()
 
 Options are documented in :mod:`airflow_kafka_stream.spark.source_options`. Offsets in the
-checkpoint have the JVM connector's shape (``{"topic": {"0": 23}}``, next offset to read),
-so checkpoint tools work on either. The start options resolve to real offsets in
+checkpoint have the JVM connector's shape and text (``{"topic":{"0":23}}``, next offset to
+read; see :mod:`.offsets_text`), so checkpoint tools work on either. The start options resolve to real offsets in
 ``initialOffset``; a query restarted from its checkpoint never calls it.
 
 The reader object lives twice: one long-lived instance on the driver plans batches
@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.spark import arrow_rows
+from airflow_kafka_stream.spark import arrow_rows, offsets_text
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange, find_lost_offsets, plan_ranges, rate_limit
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
@@ -98,6 +98,9 @@ class KafkaStreamDataSource(DataSource):
         return source_schema(self.parsed.include_headers)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
+        # connector does (compact JSON), without changing the text of offsets Spark already holds.
+        offsets_text.install_in_runner()
         return KafkaStreamReader(self.parsed)
 
 
@@ -128,7 +131,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         partitions = self._current_partitions(strict=True)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         start = self._resolve_start(partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
         if self.options.start_offsets_path:
@@ -188,7 +191,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         # Not strict: this also runs on restarts, where a vanished topic is data loss for latestOffset to report.
         partitions = self._current_partitions(strict=False)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         self._available_now_target = {tp: high for tp, (_low, high) in bounds.items()}
         log.info("kafka_stream availableNow: reading up to %s", json.dumps(to_nested(self._available_now_target)))
 
@@ -202,7 +205,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._drained_at = None
         begin = parse_offsets(start)
         partitions = self._current_partitions(strict=False)
-        bounds = metadata.watermarks(self._client_config, partitions)
+        bounds = self._watermarks(partitions)
         effective = self._check_lost(begin, bounds)
         end = {tp: bounds[tp][1] for tp in partitions}
         self._latest_seen = dict(end)
@@ -214,7 +217,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(effective, end, limit.max_rows)
         if end == begin:
-            return start
+            return start  # Spark's own object: its text goes back unchanged (see offsets_text)
         return to_nested(end)
 
     def reportLatestOffset(self) -> dict | None:
@@ -226,7 +229,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if odd:
             # New partitions start at earliest; a partition whose end went backwards (recreated
             # topic) restarts at its earliest, as latestOffset already accepted (failOnDataLoss=false).
-            bounds = metadata.watermarks(self._client_config, odd)
+            bounds = self._watermarks(odd)
             self._check_lost({tp: begin[tp] for tp in odd if tp in begin}, bounds)
             begin = {**begin, **{tp: bounds[tp][0] for tp in odd}}
         ranges = plan_ranges(begin, finish, self.options.min_partitions, self.options.max_records_per_partition)
@@ -260,6 +263,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if sub.kind == ASSIGN:
             return [tp for tp in sub.partitions if tp.partition < counts.get(tp.topic, 0)]
         return sorted(TopicPartition(t, p) for t in sub.topics if t in counts for p in range(counts[t]))
+
+    def _watermarks(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """Watermarks to plan from; invalid answers (e.g. -1001 under broker overload) are asked again
+        for up to kafkaConsumer.pollTimeoutMs, then fail as a Kafka error, never as data loss."""
+        return metadata.watermarks(self._client_config, partitions, retry_for=self.options.poll_timeout_ms / 1000.0)
 
     def _check_lost(
         self, begin: PartitionOffsets, bounds: Mapping[TopicPartition, tuple[int, int]]

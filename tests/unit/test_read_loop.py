@@ -20,17 +20,19 @@ RANGE = OffsetRange("t", 0, 10, 20)
 class ScriptedPartition:
     """Answers polls from a script; an exhausted script answers "nothing yet"."""
 
-    def __init__(self, *polls: Polled, watermarks: tuple[int, int] = (0, 20)) -> None:
+    def __init__(self, *polls: Polled, watermarks: tuple[int, int] | list[tuple[int, int]] = (0, 20)) -> None:
         self.polls = list(polls)
-        self.marks = watermarks
+        self.marks = list(watermarks) if isinstance(watermarks, list) else [watermarks]  # the last one repeats
         self.asked: list[int] = []
+        self.watermark_questions = 0
 
     def poll(self, max_messages: int, timeout: float, end: int) -> Polled:
         self.asked.append(max_messages)
         return self.polls.pop(0) if self.polls else Polled(None, -1, -1, [], False)
 
     def watermarks(self, timeout: float) -> tuple[int, int]:
-        return self.marks
+        self.watermark_questions += 1
+        return self.marks.pop(0) if len(self.marks) > 1 else self.marks[0]
 
     def close(self) -> None:
         pass
@@ -130,3 +132,37 @@ def test_waiting_is_bounded_by_poll_timeout_even_with_transient_errors():
     partition = ScriptedPartition(*[event(KafkaError._TRANSPORT, -1) for _ in range(1000)])
     with pytest.raises(KafkaAccessError, match=r"no records from t:0 at offset 10 for 0s .*kafkaConsumer.pollTimeoutMs"):
         read(partition, **{"kafkaConsumer.pollTimeoutMs": "50"})
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_an_invalid_watermark_answer_is_asked_again_not_taken_as_loss(fail):
+    """Under broker overload librdkafka can answer -1001 (OFFSET_INVALID): that says nothing about the partition.
+    Taken as data, the end of partition at 15 looks like a partition ending before 20: loss (or, with
+    failOnDataLoss=false, records silently skipped). Asked again, the broker says the end is there."""
+    partition = ScriptedPartition(
+        event(KafkaError._PARTITION_EOF, 15, then=records(10, 11, 12, 13, 14)),
+        records(15, 16, 17, 18, 19),
+        watermarks=[(0, -1001), (-1001, -1001), (0, 20)],
+    )
+    assert read(partition, failOnDataLoss=fail) == list(range(10, 20))
+    assert partition.watermark_questions == 3
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_watermarks_that_stay_invalid_fail_the_read_as_a_kafka_error(fail):
+    """Never data loss, and never a skipped range (with failOnDataLoss=false that would drop records)."""
+    partition = ScriptedPartition(
+        event(KafkaError._PARTITION_EOF, 15, then=records(10, 11, 12, 13, 14)), watermarks=(0, -1001)
+    )
+    with pytest.raises(KafkaAccessError, match=r"watermarks of t:0 .*-1001 \(OFFSET_INVALID\).*not data loss"):
+        read(partition, failOnDataLoss=fail, **{"kafkaConsumer.pollTimeoutMs": "300"})
+    assert partition.watermark_questions > 1
+
+
+def test_an_invalid_answer_after_an_offset_reset_is_not_taken_as_loss():
+    """An out-of-range event is checked against the watermarks; an end below the start is no answer."""
+    partition = ScriptedPartition(
+        event(KafkaError._AUTO_OFFSET_RESET, 10), records(*range(10, 20)), watermarks=[(30, 5), (0, 20)]
+    )
+    with pytest.raises(DataLossError, match=r"Kafka holds \[0, 20\)"):
+        read(partition)
