@@ -58,27 +58,89 @@ def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app
                 status = _withdraw(home, timeout, poll)
         elif status is None:
             raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
-        result: dict[str, Any] = {
-            "job_home": home.url,
-            "was_running": running,
-            "killed": killed,
-            "state": status.get("state"),
-            "batch_id": _batch(status),
-            "offsets": _offsets(status),
-            "note": status.get("note"),
-            "error": status.get("error"),
-        }
-        if running and status.get("state") == FAILED:
-            record["after"] = result
-            raise OperationIncompleteError(
-                f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
-                f"committed batch is {result['batch_id']}. Fix the cause and start it again (the failed batch "
-                "re-runs)" + ("; no savepoint was taken" if savepoint else "")
-            )
-        if savepoint:
-            result["savepoint"] = _savepoint(home, status, app_version, after_kill=killed)
-        record["after"] = result
+        result = _conclude(home, status, running, killed, savepoint, app_version, record)
         return result
+
+
+def _conclude(home: JobHome, status: dict[str, Any], was_running: bool, killed: bool, savepoint: bool,
+              app_version: str | None, record: dict[str, Any]) -> dict[str, Any]:
+    """The stop's result once the job's state is final: refused when it failed stopping, else the savepoint."""
+    result: dict[str, Any] = {
+        "job_home": home.url,
+        "was_running": was_running,
+        "killed": killed,
+        "state": status.get("state"),
+        "batch_id": _batch(status),
+        "offsets": _offsets(status),
+        "note": status.get("note"),
+        "error": status.get("error"),
+    }
+    if was_running and status.get("state") == FAILED:
+        record["after"] = result
+        raise OperationIncompleteError(
+            f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
+            f"committed batch is {result['batch_id']}. Fix the cause and start it again (the failed batch "
+            "re-runs)" + ("; no savepoint was taken" if savepoint else "")
+        )
+    if savepoint:
+        result["savepoint"] = _savepoint(home, status, app_version, after_kill=killed)
+    record["after"] = result
+    return result
+
+
+# -- the same stop in phases, for a caller that waits elsewhere (a deferred Airflow task) ------------------------
+
+def request_stop(home: JobHome, by: str | None = None) -> dict[str, Any]:
+    """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere."""
+    with recorded_operation(home, "stop-request", {}, by=by) as record:
+        running, status = job_is_running(home)
+        record["before"] = _summary(status)
+        if running:
+            home.request_stop(record["by"])
+        elif status is None:
+            raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
+        record["after"] = {"requested": running}
+        return {"was_running": running, "state": (status or {}).get("state")}
+
+
+def complete_stop(home: JobHome, was_running: bool, savepoint: bool = False, app_version: str | None = None,
+                  killed: bool = False, by: str | None = None) -> dict[str, Any]:
+    """Once the job reported a final state: the stop's result and, if asked, its savepoint."""
+    args = {"savepoint": savepoint, "killed": killed, "phased": True}
+    with recorded_operation(home, "stop", args, by=by) as record:
+        status = home.status() or {}
+        record["before"] = _summary(status)
+        if status.get("state") not in FINAL_STATES:
+            raise JobStateError(f"job {home.url} has not stopped (state {status.get('state')}); nothing was saved")
+        return _conclude(home, status, was_running, killed, savepoint, app_version, record)
+
+
+def withdraw_stop(home: JobHome, waited: float, by: str | None = None, poll: float = 0.5) -> dict[str, Any]:
+    """A stop that timed out: withdraw the request. Raises JobStateError saying the job keeps running, or
+    returns the final status when it stopped as the request was withdrawn."""
+    with recorded_operation(home, "stop-withdraw", {"waited": waited}, by=by) as record:
+        status = _withdraw(home, waited, poll)
+        record["after"] = _summary(status)
+        return status
+
+
+def request_kill(home: JobHome, by: str | None = None) -> None:
+    """A stop that timed out, told to stop for good: the job stops its query at once (its batch re-runs later)."""
+    with recorded_operation(home, "stop-kill", {}, by=by) as record:
+        home.request_stop(record["by"], mode=STOP_MODE_KILL)
+        log.warning("job %s did not drain in time: asked it to stop at once, cancelling its running batch", home.url)
+        record["after"] = {"requested": "kill"}
+
+
+def kill_unanswered(home: JobHome, kill_timeout: float) -> OperationIncompleteError:
+    """The error of a kill request the driver did not answer in time."""
+    last = home.status() or {}
+    return OperationIncompleteError(
+        f"job {home.url} did not answer the kill request within {kill_timeout:.0f}s (state {last.get('state')}). "
+        f"The request stays in control/stop, so it stops at once if it recovers. Kill the driver by hand "
+        f"(application {last.get('application_id') or '?'}, pid {last.get('pid')} on {last.get('host')}); "
+        "the running batch re-runs on restart"
+    )
 
 
 def _wait_final(home: JobHome, timeout: float, poll: float) -> dict[str, Any] | None:
@@ -130,13 +192,7 @@ def _kill(home: JobHome, by: str, kill_timeout: float, poll: float) -> dict[str,
     status = _wait_final(home, kill_timeout, poll)
     if status is not None:
         return status
-    last = home.status() or {}
-    raise OperationIncompleteError(
-        f"job {home.url} did not answer the kill request within {kill_timeout:.0f}s (state {last.get('state')}). "
-        f"The request stays in control/stop, so it stops at once if it recovers. Kill the driver by hand "
-        f"(application {last.get('application_id') or '?'}, pid {last.get('pid')} on {last.get('host')}); "
-        "the running batch re-runs on restart"
-    )
+    raise kill_unanswered(home, kill_timeout)
 
 
 def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, after_kill: bool) -> dict[str, Any]:
