@@ -20,7 +20,7 @@ memory whatever its size.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 import fsspec
@@ -232,11 +232,12 @@ def prune_savepoints(
     keep_last: int | None = None,
     max_age: timedelta | None = None,
     storage_options: dict | None = None,
+    keep: Iterable[str] = (),
 ) -> list[str]:
-    """Delete incomplete savepoints and those the retention policy lets go; returns the deleted ids."""
+    """Delete incomplete savepoints and those the retention policy lets go (never one in ``keep``)."""
     manifests = list_savepoints(root_url, storage_options)
     doomed = incomplete_savepoints(root_url, storage_options) + expired_savepoints(
-        [(manifest.savepoint_id, manifest.created_at) for manifest in manifests], now, keep_last, max_age
+        [(manifest.savepoint_id, manifest.created_at) for manifest in manifests], now, keep_last, max_age, keep
     )
     for savepoint_id in doomed:
         delete_savepoint(join(root_url.rstrip("/"), savepoint_id), storage_options)

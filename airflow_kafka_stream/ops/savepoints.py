@@ -10,7 +10,7 @@ seeded with the savepoint's offsets (Flink's allowNonRestoredState).
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_position
@@ -209,12 +209,55 @@ def cli_delete(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
 def cli_prune(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
     if args.keep_last is None and args.keep_within is None:
         raise InvalidInputError("prune needs --keep-last N and/or --keep-within DURATION (e.g. P7D)")
-    if args.keep_last is not None and args.keep_last < 1:
-        raise InvalidInputError(f"--keep-last must be at least 1 (the newest is always kept), got {args.keep_last}")
-    max_age = parse_duration(args.keep_within) if args.keep_within else None
-    with recorded_operation(home, "savepoint-prune", {"keep_last": args.keep_last,
-                                                      "keep_within": args.keep_within}) as record:
-        deleted = prune_savepoints(home.savepoints_url, datetime.now(UTC), keep_last=args.keep_last,
-                                   max_age=max_age, storage_options=home.storage_options)
-        record["after"] = {"deleted": deleted}
+    deleted = prune(home, keep_last=args.keep_last,
+                    max_age=parse_duration(args.keep_within) if args.keep_within else None)
     return {"deleted": deleted}, ("deleted " + ", ".join(deleted)) if deleted else "nothing to prune"
+
+
+def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | None = None,
+          now: datetime | None = None, by: str | None = None) -> list[str]:
+    """Delete the savepoints the retention policy lets go; never the newest, never a pinned one.
+
+    A savepoint is pinned while an upgrade may roll back to it (see ``pin``).
+    """
+    if keep_last is None and max_age is None:
+        raise InvalidInputError("say what to keep: keep_last (the newest N) and/or max_age (e.g. P7D)")
+    if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 1):
+        raise InvalidInputError(f"keep_last must be at least 1 (the newest is always kept), got {keep_last}")
+    args = {"keep_last": keep_last, "max_age": str(max_age) if max_age is not None else None}
+    with recorded_operation(home, "savepoint-prune", args, by=by) as record:
+        pinned = pins(home)
+        deleted = prune_savepoints(home.savepoints_url, now or datetime.now(UTC), keep_last=keep_last,
+                                   max_age=max_age, storage_options=home.storage_options, keep=pinned)
+        record["after"] = {"deleted": deleted, "pinned": sorted(pinned)}
+        return deleted
+
+
+PINS = ("control", "pins.json")
+
+
+def pins(home: JobHome) -> dict[str, str]:
+    """Savepoints that must not be pruned, each with why (an upgrade in progress may roll back to it)."""
+    from airflow_kafka_stream.storage.files import read_json
+
+    try:
+        found = read_json(home.fs, home.p(*PINS))
+    except ValueError:
+        found = None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def pin(home: JobHome, savepoint_id: str, reason: str) -> None:
+    """Keep ``savepoint_id`` out of pruning until :func:`unpin`; the caller holds the job lock or owns the id."""
+    from airflow_kafka_stream.storage.files import dump_json, write_atomic
+
+    home.savepoint_url(savepoint_id)  # refuses a malformed id
+    write_atomic(home.fs, home.p(*PINS), dump_json({**pins(home), savepoint_id: reason}))
+
+
+def unpin(home: JobHome, savepoint_id: str) -> None:
+    from airflow_kafka_stream.storage.files import dump_json, write_atomic
+
+    held = pins(home)
+    if held.pop(savepoint_id, None) is not None:
+        write_atomic(home.fs, home.p(*PINS), dump_json(held))

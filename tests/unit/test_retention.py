@@ -38,3 +38,15 @@ def test_expired_savepoints(savepoints, keep_last, max_age, expected):
 def test_bad_limits_rejected(keep_last, max_age):
     with pytest.raises(InvalidInputError):
         expired_savepoints(DAILY, NOW, keep_last, max_age)
+
+
+def test_a_pinned_savepoint_never_expires():
+    """An upgrade in progress may roll back to its savepoint: pruning must keep it whatever the limits."""
+    from datetime import UTC, datetime, timedelta
+
+    from airflow_kafka_stream.core.retention import expired_savepoints
+
+    now = datetime(2026, 11, 23, tzinfo=UTC)
+    saved = [(f"sp-{n}", now - timedelta(days=n)) for n in range(5)]
+    assert expired_savepoints(saved, now, keep_last=1) == ["sp-4", "sp-3", "sp-2", "sp-1"]
+    assert expired_savepoints(saved, now, keep_last=1, keep={"sp-3"}) == ["sp-4", "sp-2", "sp-1"]

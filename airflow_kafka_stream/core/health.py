@@ -1,0 +1,95 @@
+"""Is a job healthy after a start: the health gate of an upgrade and the watchdog's "stuck" test, as pure rules.
+
+A job that is "running" but consumes nothing is not healthy. The gate looks at
+status reads and lag samples taken by the caller (lag = high watermark minus
+the job's committed offsets, summed over its partitions) with the clock passed
+in. Rules, checked in order; the first that applies decides:
+
+1. The job failed or its driver died (``core.job_watch``): unhealthy.
+2. It has not committed ``min_batches`` batches in this run: wait, and past
+   the deadline it is unhealthy (it never got going).
+3. Then lag is watched for ``window_seconds``: if the lag at the end is above
+   the lag at the start (and above ``lag_tolerance``), the job is falling
+   behind: unhealthy. If there was lag to consume and no batch was committed
+   during the window, it consumes nothing: unhealthy. Otherwise healthy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_kafka_stream.core.job_watch import Outcome, Verdict, WatchSpec, judge
+
+
+@dataclass(frozen=True)
+class LagSample:
+    """One look at the job: when, its total lag, and how many batches its run had committed."""
+
+    at: datetime
+    lag: int
+    batches: int
+
+
+@dataclass(frozen=True)
+class HealthSpec:
+    min_batches: int = 1
+    window_seconds: float = 60.0
+    lag_tolerance: int = 0
+    newer_than: datetime | None = None
+    max_heartbeat_age: float = 30.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_batches, bool) or not isinstance(self.min_batches, int) or self.min_batches < 1:
+            raise ValueError(f"min_batches must be a whole number >= 1, got {self.min_batches!r}")
+        if not self.window_seconds >= 0:
+            raise ValueError(f"window_seconds must be >= 0, got {self.window_seconds!r}")
+        if isinstance(self.lag_tolerance, bool) or not isinstance(self.lag_tolerance, int) or self.lag_tolerance < 0:
+            raise ValueError(f"lag_tolerance must be a whole number >= 0, got {self.lag_tolerance!r}")
+
+    def watch(self) -> WatchSpec:
+        return WatchSpec.of(["RUNNING"], self.min_batches, self.newer_than, self.max_heartbeat_age)
+
+
+def total_lag(last_offsets: Mapping[str, Mapping[str, int]] | None, highs: Mapping[tuple[str, int], int]) -> int:
+    """Records behind: each partition's high watermark minus the job's next offset (never negative)."""
+    lag = 0
+    for topic, parts in (last_offsets or {}).items():
+        for part, offset in parts.items():
+            high = highs.get((topic, int(part)))
+            if high is not None:
+                lag += max(high - int(offset), 0)
+    return lag
+
+
+def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample], spec: HealthSpec, now: datetime,
+                 deadline_passed: bool) -> Verdict:
+    """Healthy (SUCCESS), unhealthy (FAILED) or not known yet (WAITING)."""
+    # 1 and 2: the start itself.
+    started = judge(status, spec.watch(), now)
+    if started.outcome is Outcome.FAILED:
+        return started
+    if started.outcome is Outcome.WAITING:
+        if deadline_passed:
+            return Verdict(Outcome.FAILED, f"not healthy in time: {started.message} (needs RUNNING with "
+                                           f"{spec.min_batches} batch(es) committed)")
+        return started
+    # 3: the lag window, from the first sample taken once the batches were there.
+    if not samples:
+        return Verdict(Outcome.WAITING, "running; watching the lag")
+    first, last = samples[0], samples[-1]
+    if (last.at - first.at).total_seconds() < spec.window_seconds:
+        if deadline_passed:
+            return Verdict(Outcome.FAILED, f"the lag window of {spec.window_seconds:.0f}s did not complete in time")
+        return Verdict(Outcome.WAITING, f"running; lag {last.lag} (was {first.lag}), watching "
+                                        f"{spec.window_seconds:.0f}s")
+    if last.lag > first.lag and last.lag > spec.lag_tolerance:
+        return Verdict(Outcome.FAILED, f"lag grew from {first.lag} to {last.lag} over {spec.window_seconds:.0f}s: "
+                                       "the job falls behind its input")
+    if first.lag > 0 and last.batches <= first.batches:
+        return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in {spec.window_seconds:.0f}s "
+                                       f"while {first.lag} record(s) wait: it consumes nothing")
+    return Verdict(Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag {last.lag} "
+                                    f"(was {first.lag} {spec.window_seconds:.0f}s before)")

@@ -1,0 +1,101 @@
+"""Savepoints from a DAG: restore one into a new checkpoint generation, and keep their number in check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+LATEST = "latest"
+
+
+def latest_savepoint(home) -> str:
+    """The newest savepoint's id; JobStateError when the job has none."""
+    from airflow_kafka_stream.ops.savepoints import list_all
+
+    found = sorted(list_all(home), key=lambda item: (item["created_at"], item["id"]))
+    if not found:
+        raise JobStateError(f"job {home.url} has no savepoint to restore; take one with a stop or savepoint create")
+    return found[-1]["id"]
+
+
+class StreamRestoreOperator(BaseOperator):
+    """Start a new checkpoint generation from a savepoint; the job resumes there on its next start.
+
+    With ``drop_state`` the new generation is empty and seeded with the savepoint's offsets only (Flink's
+    allowNonRestoredState), for a new version whose query changed incompatibly. Refused while the job runs,
+    and refused when a file sink already logged the batch ids the new generation would write (unless
+    ``allow_sink_batch_log``). XCom: the savepoint restored and the new generation.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param savepoint_id: the savepoint, or ``latest`` (the newest). Templated.
+    :param drop_state: seed a fresh checkpoint with the savepoint's offsets, dropping operator state.
+    :param allow_sink_batch_log: proceed although a file sink logged the batch ids the generation will write.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    """
+
+    template_fields: Sequence[str] = ("job_home", "savepoint_id")
+
+    def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
+                 allow_sink_batch_log: bool = False, storage_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not savepoint_id or not str(savepoint_id).strip():
+            raise InvalidInputError("savepoint_id is empty; give a savepoint id or 'latest'")
+        self.job_home = job_home
+        self.savepoint_id = savepoint_id
+        self.drop_state = drop_state
+        self.allow_sink_batch_log = allow_sink_batch_log
+        self.storage_conn_id = storage_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.savepoints import restore
+
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        chosen = latest_savepoint(home) if self.savepoint_id == LATEST else self.savepoint_id
+        result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log)
+        self.log.info("restored savepoint %s of %s into generation %s (%s)", chosen, self.job_home,
+                      result["generation"], "state dropped" if self.drop_state else "state kept")
+        return result
+
+
+class StreamSavepointHousekeepingOperator(BaseOperator):
+    """Delete old savepoints: keep the newest ``keep_last`` and/or those younger than ``max_age``.
+
+    The newest savepoint is always kept, and so is every savepoint an upgrade in progress may roll back to
+    (pinned in the job home). XCom: the ids deleted.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param keep_last: keep the newest N (at least 1).
+    :param max_age: keep those younger than this ISO 8601 duration, e.g. ``P7D``.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    """
+
+    template_fields: Sequence[str] = ("job_home",)
+
+    def __init__(self, *, job_home: str, keep_last: int | None = None, max_age: str | None = None,
+                 storage_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        from airflow_kafka_stream.core.reset_plan import parse_duration
+
+        if keep_last is None and max_age is None:
+            raise InvalidInputError("say what to keep: keep_last (the newest N) and/or max_age (e.g. 'P7D')")
+        if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
+            raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got {keep_last!r}")
+        self.max_age_delta = parse_duration(max_age) if max_age else None
+        self.job_home = job_home
+        self.keep_last = keep_last
+        self.max_age = max_age
+        self.storage_conn_id = storage_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.savepoints import prune
+
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        deleted = prune(home, keep_last=self.keep_last, max_age=self.max_age_delta)
+        self.log.info("savepoints of %s: %s", self.job_home, f"deleted {', '.join(deleted)}" if deleted
+                      else "nothing to delete")
+        return {"deleted": deleted}

@@ -1,0 +1,122 @@
+"""Stop a streaming job from a DAG: drain after the running batch, wait deferred, then take a savepoint."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.configuration import conf
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
+
+ON_TIMEOUT = ("withdraw", "kill")
+#: The wait ends on either final state; complete_stop turns FAILED into an error.
+FINAL = ["STOPPED", "FAILED"]
+
+
+class StreamStopOperator(BaseOperator):
+    """Ask the job to finish its running micro-batch and stop, wait (deferred), then take a savepoint.
+
+    A job that already ended (STOPPED, FAILED) is reported as it is: the stop is idempotent. When the job
+    has not stopped within ``timeout_seconds``, ``on_timeout`` decides: ``withdraw`` (default) removes the
+    request, the job keeps running as before and the task fails saying so; ``kill`` makes the job stop its
+    query at once (the running batch is cancelled and re-runs on the next start) and the savepoint is of the
+    last committed batch, which the result says. A stop never leaves a job half-stopped.
+
+    XCom: the final state, the last committed batch and its offsets, and the savepoint (id, batch, offsets).
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param savepoint: take a savepoint once the job stopped.
+    :param app_version: application version recorded in the savepoint (default: the job's). Templated.
+    :param timeout_seconds: how long the job may take to finish its batch and stop.
+    :param on_timeout: ``withdraw`` or ``kill`` (see above).
+    :param kill_timeout_seconds: with ``kill``, how long the job may take to answer it.
+    :param poll_seconds: how often to read the job's status while waiting.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("job_home", "app_version")
+
+    def __init__(self, *, job_home: str, savepoint: bool = True, app_version: str | None = None,
+                 timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
+                 poll_seconds: float = 2.0, storage_conn_id: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if on_timeout not in ON_TIMEOUT:
+            raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}")
+        if not timeout_seconds > 0 or not kill_timeout_seconds > 0 or not poll_seconds > 0:
+            raise InvalidInputError("timeout_seconds, kill_timeout_seconds and poll_seconds must be positive")
+        self.job_home = job_home
+        self.savepoint = savepoint
+        self.app_version = app_version
+        self.timeout_seconds = timeout_seconds
+        self.on_timeout = on_timeout
+        self.kill_timeout_seconds = kill_timeout_seconds
+        self.poll_seconds = poll_seconds
+        self.storage_conn_id = storage_conn_id
+        self.deferrable = deferrable
+
+    def _home(self):
+        return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.stop import complete_stop, request_stop
+
+        home = self._home()
+        asked = request_stop(home)
+        if not asked["was_running"]:
+            self.log.info("job %s is not running (state %s): nothing to stop", self.job_home, asked["state"])
+            return complete_stop(home, False, self.savepoint, self.app_version)
+        self.log.info("asked job %s to finish its batch and stop; waiting up to %.0fs", self.job_home,
+                      self.timeout_seconds)
+        return self._wait("drain", self.timeout_seconds, context)
+
+    def _wait(self, phase: str, timeout: float, context: Context) -> dict[str, Any]:
+        if self.deferrable:
+            self.defer(
+                trigger=StreamJobStateTrigger(job_home=self.job_home, target_states=FINAL,
+                                              storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
+                                              timeout_seconds=timeout),
+                method_name="execute_complete", kwargs={"phase": phase})
+        return self.execute_complete(context, self._wait_here(timeout), phase=phase)
+
+    def _wait_here(self, timeout: float) -> dict[str, Any]:
+        home, spec = self._home(), WatchSpec.of(FINAL)
+        deadline = time.monotonic() + timeout
+        while True:
+            status, now = home.status(), datetime.now(UTC)
+            verdict = judge(status, spec, now)
+            if verdict.done or time.monotonic() >= deadline:
+                outcome = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "timeout")
+                return {"status": outcome, "message": verdict.message, "job": summary(status, now)}
+            time.sleep(self.poll_seconds)
+
+    def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
+        from airflow_kafka_stream.ops.stop import complete_stop, kill_unanswered, request_kill, withdraw_stop
+
+        home = self._home()
+        status = event.get("status")
+        if status == "success":
+            result = complete_stop(home, True, self.savepoint, self.app_version, killed=phase == "kill")
+            self.log.info("job %s stopped: batch %s%s", self.job_home, result.get("batch_id"),
+                          f", savepoint {result['savepoint']['id']}" if result.get("savepoint") else "")
+            return result
+        if status == "timeout" and phase == "drain":
+            if self.on_timeout == "kill":
+                request_kill(home)
+                return self._wait("kill", self.kill_timeout_seconds, context)
+            final = withdraw_stop(home, self.timeout_seconds)  # raises: the job keeps running
+            return complete_stop(home, True, self.savepoint, self.app_version) if final else {}
+        if status == "timeout":
+            raise kill_unanswered(home, self.kill_timeout_seconds)
+        raise OperationIncompleteError(
+            f"job {self.job_home} did not report a stop: {event.get('message')}. The stop request stays and is "
+            "cleared by the next start; check the driver log before restoring or resetting")

@@ -1,0 +1,91 @@
+"""Gate on a job's health: running, batches committed, lag not growing (a job consuming nothing fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.configuration import conf
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
+from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, lag_sample, read_status
+
+
+class StreamJobHealthSensor(BaseSensorOperator):
+    """Succeed when the job runs, has committed ``min_batches`` batches, and its lag does not grow for
+    ``window_seconds``; fail when it failed, died, never got going, falls behind or consumes nothing.
+
+    XCom: the job's summary and the lag samples.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param kafka_conn_id: the ``kafka`` connection (watermarks for the lag).
+    :param min_batches: batches the current run must commit first.
+    :param window_seconds: how long the lag must not grow afterwards.
+    :param lag_tolerance: lag (records) that never counts as growing.
+    :param newer_than: ISO time; a status from a run started before it belongs to an earlier run. Templated.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    """
+
+    template_fields: Sequence[str] = ("job_home", "newer_than")
+
+    def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", min_batches: int = 1,
+                 window_seconds: float = 60.0, lag_tolerance: int = 0, newer_than: str | None = None,
+                 storage_conn_id: str | None = None,
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if self.mode == "reschedule":
+            raise InvalidInputError("the health sensor keeps lag samples between pokes: use mode='poke' or "
+                                    "deferrable=True, not mode='reschedule'")
+        try:
+            HealthSpec(min_batches, window_seconds, lag_tolerance)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+        self.job_home = job_home
+        self.kafka_conn_id = kafka_conn_id
+        self.min_batches = min_batches
+        self.window_seconds = window_seconds
+        self.lag_tolerance = lag_tolerance
+        self.newer_than = newer_than
+        self.storage_conn_id = storage_conn_id
+        self.deferrable = deferrable
+        self._samples: list[LagSample] = []
+        self._started: float | None = None
+
+    def _spec(self) -> HealthSpec:
+        newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
+        return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        self.defer(
+            trigger=StreamJobHealthTrigger(
+                job_home=self.job_home, kafka_conn_id=self.kafka_conn_id, min_batches=self.min_batches,
+                window_seconds=self.window_seconds, lag_tolerance=self.lag_tolerance, newer_than=self.newer_than,
+                storage_conn_id=self.storage_conn_id, poll_seconds=self.poke_interval, timeout_seconds=self.timeout),
+            method_name="execute_complete",
+        )
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        status, now = read_status(self.job_home, self.storage_conn_id), datetime.now(UTC)
+        spec = self._spec()
+        if status and status.get("state") == "RUNNING" and (status.get("batches_this_run") or 0) >= spec.min_batches:
+            self._samples.append(lag_sample(self.kafka_conn_id, self.job_home, status, now))
+        verdict = judge_health(status, self._samples, spec, now, deadline_passed=False)
+        self.log.info("job %s: %s", self.job_home, verdict.message)
+        if verdict.outcome is Outcome.FAILED:
+            raise JobStateError(f"job {self.job_home} is not healthy: {verdict.message}")
+        value = {"job": summary(status, now), "lag": [s.lag for s in self._samples], "message": verdict.message}
+        return PokeReturnValue(is_done=verdict.done, xcom_value=value if verdict.done else None)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") != "success":
+            raise JobStateError(f"job {self.job_home} is not healthy: {event.get('message')}")
+        self.log.info("job %s: %s", self.job_home, event.get("message"))
+        return {"job": event.get("job"), "lag": event.get("lag"), "message": event.get("message")}

@@ -1,0 +1,116 @@
+"""Wait, in the triggerer, until a started job proves healthy or not (an upgrade's health gate).
+
+Each poll reads the job's status and, once it runs with enough batches, the
+high watermarks of its partitions, and hands both to ``core.health``. It keeps
+connection ids only, runs blocking clients off the event loop, may run more
+than once (the window starts again) and yields one event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
+from airflow_kafka_stream.core.job_watch import Outcome, summary
+
+
+def read_status(job_home: str, storage_conn_id: str | None) -> dict[str, Any] | None:
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    return JobHome(job_home, StreamJobHook(job_home, None, storage_conn_id).storage_options()).status()
+
+
+def partition_highs(kafka_conn_id: str, job_home: str, last_offsets: dict[str, dict[str, int]]
+                    ) -> dict[tuple[str, int], int]:
+    """High watermarks of the partitions the job reports offsets for."""
+    from airflow_kafka_stream.core.offsets import TopicPartition
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.kafka.metadata import watermarks
+
+    config = StreamJobHook(job_home, kafka_conn_id, None).kafka_config()
+    partitions = [TopicPartition(t, int(p)) for t, parts in last_offsets.items() for p in parts]
+    found = watermarks(config, partitions) if partitions else {}
+    return {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()}
+
+
+def lag_sample(kafka_conn_id: str, job_home: str, status: dict[str, Any], now: datetime) -> LagSample:
+    from airflow_kafka_stream.core.health import total_lag
+
+    offsets = status.get("last_offsets") or {}
+    return LagSample(now, total_lag(offsets, partition_highs(kafka_conn_id, job_home, offsets)),
+                     int(status.get("batches_this_run") or 0))
+
+
+class StreamJobHealthTrigger(BaseTrigger):
+    """Yield one event: ``success`` when the job is healthy, ``failed`` with why when it is not.
+
+    :param job_home: the job's home directory (path or URL).
+    :param kafka_conn_id: the ``kafka`` connection (watermarks for the lag).
+    :param min_batches: batches the run must commit first.
+    :param window_seconds: how long the lag must not grow afterwards.
+    :param lag_tolerance: lag (records) that never counts as growing.
+    :param newer_than: ISO time: a status from a run started before it belongs to an earlier run.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param poll_seconds: how often to look.
+    :param timeout_seconds: how long the whole check may take.
+    """
+
+    def __init__(self, job_home: str, kafka_conn_id: str, min_batches: int = 1, window_seconds: float = 60.0,
+                 lag_tolerance: int = 0, newer_than: str | None = None, storage_conn_id: str | None = None,
+                 poll_seconds: float = 5.0, timeout_seconds: float = 900.0) -> None:
+        super().__init__()
+        self.job_home = job_home
+        self.kafka_conn_id = kafka_conn_id
+        self.min_batches = min_batches
+        self.window_seconds = window_seconds
+        self.lag_tolerance = lag_tolerance
+        self.newer_than = newer_than
+        self.storage_conn_id = storage_conn_id
+        self.poll_seconds = poll_seconds
+        self.timeout_seconds = timeout_seconds
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {name: getattr(self, name) for name in (
+                    "job_home", "kafka_conn_id", "min_batches", "window_seconds", "lag_tolerance", "newer_than",
+                    "storage_conn_id", "poll_seconds", "timeout_seconds")})
+
+    def spec(self) -> HealthSpec:
+        newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
+        return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            spec = self.spec()
+        except ValueError as exc:
+            yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
+            return
+        deadline = time.monotonic() + self.timeout_seconds
+        samples: list[LagSample] = []
+        while True:
+            try:
+                status = await asyncio.to_thread(read_status, self.job_home, self.storage_conn_id)
+                now = datetime.now(UTC)
+                if status and status.get("state") == "RUNNING" and (
+                        status.get("batches_this_run") or 0) >= spec.min_batches:
+                    samples.append(await asyncio.to_thread(lag_sample, self.kafka_conn_id, self.job_home, status,
+                                                           now))
+            except Exception as exc:  # noqa: BLE001 - the event carries the reason
+                yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}",
+                                    "job": {"state": None}})
+                return
+            verdict = judge_health(status, samples, spec, now, time.monotonic() >= deadline)
+            if verdict.done:
+                yield TriggerEvent({"status": "success" if verdict.outcome is Outcome.SUCCESS else "failed",
+                                    "message": verdict.message, "job": summary(status, now),
+                                    "lag": [sample.lag for sample in samples]})
+                return
+            self.log.info("job %s: %s", self.job_home, verdict.message)
+            await asyncio.sleep(self.poll_seconds)

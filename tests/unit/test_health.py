@@ -1,0 +1,65 @@
+"""core.health: the health gate's rules, as a table (a job "running" while consuming nothing is unhealthy)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, total_lag
+from airflow_kafka_stream.core.job_watch import Outcome
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+SPEC = HealthSpec(min_batches=2, window_seconds=30)
+
+
+def status(state: str = "RUNNING", batches: int = 3, beat_age: float = 1.0, **more) -> dict:
+    return {"state": state, "batches_this_run": batches, "last_batch_id": 9,
+            "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
+            "started_at": (NOW - timedelta(minutes=1)).isoformat(), **more}
+
+
+def samples(*points: tuple[float, int, int]) -> list[LagSample]:
+    return [LagSample(NOW - timedelta(seconds=30 - at), lag, batches) for at, lag, batches in points]
+
+
+CASES = [
+    # id, status, samples, deadline passed, outcome, words, why
+    ("failed", status("FAILED", error="NPE in batch"), [], False, Outcome.FAILED, "NPE",
+     "a job that fails at start is unhealthy at once"),
+    ("dead", status(beat_age=300), [], False, Outcome.FAILED, "died", "a silent driver is unhealthy"),
+    ("not-yet", status(batches=1), [], False, Outcome.WAITING, "1 batch", "one batch of two: wait"),
+    ("never-got-going", status(batches=0), [], True, Outcome.FAILED, "not healthy in time",
+     "running without committing a batch until the deadline is the job that consumes nothing"),
+    ("window-open", status(), samples((0, 50, 3), (10, 40, 4)), False, Outcome.WAITING, "watching",
+     "10 s of a 30 s window: wait"),
+    ("healthy", status(), samples((0, 50, 3), (15, 20, 5), (30, 10, 7)), False, Outcome.SUCCESS, "healthy",
+     "lag shrank while batches were committed"),
+    ("idle-and-caught-up", status(), samples((0, 0, 3), (30, 0, 3)), False, Outcome.SUCCESS, "healthy",
+     "nothing to consume and nothing consumed is fine"),
+    ("falls-behind", status(), samples((0, 10, 3), (30, 400, 9)), False, Outcome.FAILED, "lag grew",
+     "committing batches but losing ground is unhealthy"),
+    ("consumes-nothing", status(), samples((0, 10, 3), (30, 10, 3)), False, Outcome.FAILED, "consumes nothing",
+     "records wait and no batch was committed in the window"),
+    ("small-growth-tolerated", status(), samples((0, 2, 3), (30, 5, 4)), False, Outcome.SUCCESS, "healthy",
+     "within lag_tolerance=10, jitter of a busy topic is not growth"),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "taken", "late", "outcome", "words", "why"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_judge_health(case, doc, taken, late, outcome, words, why):
+    spec = HealthSpec(2, 30, lag_tolerance=10) if case == "small-growth-tolerated" else SPEC
+    verdict = judge_health(doc, taken, spec, NOW, deadline_passed=late)
+    assert verdict.outcome is outcome, why
+    assert words in verdict.message, verdict.message
+
+
+def test_total_lag_counts_each_partition_behind_its_high_watermark():
+    assert total_lag({"t": {"0": 5, "1": 9}, "u": {"0": 3}}, {("t", 0): 8, ("t", 1): 9, ("u", 0): 1}) == 3
+
+
+@pytest.mark.parametrize("kwargs", [{"min_batches": 0}, {"window_seconds": -1}, {"lag_tolerance": -2}])
+def test_spec_refuses_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        HealthSpec(**kwargs)
