@@ -36,13 +36,16 @@ class StreamRestoreOperator(BaseOperator):
     :param drop_state: seed a fresh checkpoint with the savepoint's offsets, dropping operator state.
     :param allow_sink_batch_log: proceed although a file sink logged the batch ids the generation will write.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
     """
 
-    template_fields: Sequence[str] = ("job_home", "savepoint_id")
+    template_fields: Sequence[str] = ("job_home", "savepoint_id", "enabled")
 
     def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
-                 allow_sink_batch_log: bool = False, storage_conn_id: str | None = None, **kwargs: Any) -> None:
+                 allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
+                 enabled: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.enabled = enabled
         if not savepoint_id or not str(savepoint_id).strip():
             raise InvalidInputError("savepoint_id is empty; give a savepoint id or 'latest'")
         self.job_home = job_home
@@ -52,8 +55,13 @@ class StreamRestoreOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_kafka_stream.operators.upgrade import as_flag
         from airflow_kafka_stream.ops.savepoints import restore
 
+        if not as_flag(self.enabled, "enabled"):
+            raise AirflowSkipException("switched off for this run")
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         chosen = latest_savepoint(home) if self.savepoint_id == LATEST else self.savepoint_id
         result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log)

@@ -40,6 +40,8 @@ class StreamStopOperator(BaseOperator):
     :param poll_seconds: how often to read the job's status while waiting.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    :param pin_reason: keep the savepoint out of housekeeping, giving this reason (an upgrade pins the
+        savepoint it may roll back to, and unpins it when done).
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version")
@@ -48,8 +50,9 @@ class StreamStopOperator(BaseOperator):
                  timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
                  poll_seconds: float = 2.0, storage_conn_id: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 pin_reason: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.pin_reason = pin_reason
         if on_timeout not in ON_TIMEOUT:
             raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}")
         if not timeout_seconds > 0 or not kill_timeout_seconds > 0 or not poll_seconds > 0:
@@ -74,7 +77,7 @@ class StreamStopOperator(BaseOperator):
         asked = request_stop(home)
         if not asked["was_running"]:
             self.log.info("job %s is not running (state %s): nothing to stop", self.job_home, asked["state"])
-            return complete_stop(home, False, self.savepoint, self.app_version)
+            return self._finished(home, complete_stop(home, False, self.savepoint, self.app_version))
         self.log.info("asked job %s to finish its batch and stop; waiting up to %.0fs", self.job_home,
                       self.timeout_seconds)
         return self._wait("drain", self.timeout_seconds, context)
@@ -105,7 +108,8 @@ class StreamStopOperator(BaseOperator):
         home = self._home()
         status = event.get("status")
         if status == "success":
-            result = complete_stop(home, True, self.savepoint, self.app_version, killed=phase == "kill")
+            result = self._finished(home, complete_stop(home, True, self.savepoint, self.app_version,
+                                                        killed=phase == "kill"))
             self.log.info("job %s stopped: batch %s%s", self.job_home, result.get("batch_id"),
                           f", savepoint {result['savepoint']['id']}" if result.get("savepoint") else "")
             return result
@@ -114,9 +118,19 @@ class StreamStopOperator(BaseOperator):
                 request_kill(home)
                 return self._wait("kill", self.kill_timeout_seconds, context)
             final = withdraw_stop(home, self.timeout_seconds)  # raises: the job keeps running
-            return complete_stop(home, True, self.savepoint, self.app_version) if final else {}
+            return self._finished(home, complete_stop(home, True, self.savepoint, self.app_version)) if final else {}
         if status == "timeout":
             raise kill_unanswered(home, self.kill_timeout_seconds)
         raise OperationIncompleteError(
             f"job {self.job_home} did not report a stop: {event.get('message')}. The stop request stays and is "
             "cleared by the next start; check the driver log before restoring or resetting")
+
+    def _finished(self, home, result: dict[str, Any]) -> dict[str, Any]:
+        """The job's application version (what an upgrade rolls back to) and the savepoint's pin."""
+        from airflow_kafka_stream.ops.savepoints import pin
+
+        result["app_version"] = home.spec().get("version")
+        made = result.get("savepoint")
+        if made and self.pin_reason:
+            pin(home, made["id"], self.pin_reason)
+        return result

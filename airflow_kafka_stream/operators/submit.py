@@ -55,6 +55,8 @@ class StreamSubmitOperator(BaseOperator):
     :param timeout_seconds: how long to wait for those batches.
     :param poll_seconds: how often to read the job's status while waiting.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    :param from_submission: start ``app_version`` exactly as it was last submitted to this job home
+        (application, arguments, Spark settings recorded under ``submissions/``): a rollback or a restart.
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
@@ -68,8 +70,9 @@ class StreamSubmitOperator(BaseOperator):
                  storage_conn_id: str | None = None, spark_conf: dict[str, Any] | None = None,
                  min_batches: int = 1, timeout_seconds: float = 600.0, poll_seconds: float = 5.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 **kwargs: Any) -> None:
+                 from_submission: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.from_submission = from_submission
         self.job_home = job_home
         self.app_version = app_version
         self.application = application
@@ -93,13 +96,22 @@ class StreamSubmitOperator(BaseOperator):
 
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
-        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
-        kafka = hook.kafka_config()
-        args = self._arguments(kafka)
+        from airflow_kafka_stream.ops.submit import recorded_submission
         from airflow_kafka_stream.storage.jobhome import JobHome
 
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        kafka = hook.kafka_config()
         home = JobHome(self.job_home, hook.storage_options())
-        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log))
+        if self.from_submission:
+            recorded = recorded_submission(home, str(self.app_version))
+            self.application = recorded.get("application")
+            self.application_args = list(recorded.get("application_args") or [])
+            self.spark_conf = dict(recorded.get("spark_conf") or {})
+        args = self._arguments(kafka)
+        submission = {"application": self.application, "application_args": args, "spark_conf": self.spark_conf,
+                      "spark_conn_id": self.spark_conn_id, "kafka_conn_id": self.kafka_conn_id}
+        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log),
+                        submission=submission)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
                       result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
         context["ti"].xcom_push(key="submit", value=result.to_dict())

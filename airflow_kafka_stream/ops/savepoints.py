@@ -247,17 +247,21 @@ def pins(home: JobHome) -> dict[str, str]:
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
-def pin(home: JobHome, savepoint_id: str, reason: str) -> None:
-    """Keep ``savepoint_id`` out of pruning until :func:`unpin`; the caller holds the job lock or owns the id."""
+def pin(home: JobHome, savepoint_id: str, reason: str, by: str | None = None) -> None:
+    """Keep ``savepoint_id`` out of pruning until :func:`unpin` (an upgrade may roll back to it)."""
     from airflow_kafka_stream.storage.files import dump_json, write_atomic
 
     home.savepoint_url(savepoint_id)  # refuses a malformed id
-    write_atomic(home.fs, home.p(*PINS), dump_json({**pins(home), savepoint_id: reason}))
+    with recorded_operation(home, "savepoint-pin", {"savepoint": savepoint_id, "reason": reason}, by=by) as record:
+        write_atomic(home.fs, home.p(*PINS), dump_json({**pins(home), savepoint_id: reason}))
+        record["after"] = {"pinned": savepoint_id}
 
 
-def unpin(home: JobHome, savepoint_id: str) -> None:
+def unpin(home: JobHome, savepoint_id: str, by: str | None = None) -> None:
     from airflow_kafka_stream.storage.files import dump_json, write_atomic
 
-    held = pins(home)
-    if held.pop(savepoint_id, None) is not None:
-        write_atomic(home.fs, home.p(*PINS), dump_json(held))
+    with recorded_operation(home, "savepoint-unpin", {"savepoint": savepoint_id}, by=by) as record:
+        held = pins(home)
+        if held.pop(savepoint_id, None) is not None:
+            write_atomic(home.fs, home.p(*PINS), dump_json(held))
+        record["after"] = {"pinned": sorted(held)}

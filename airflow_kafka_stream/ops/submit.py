@@ -107,10 +107,31 @@ def process_alive(record: Mapping[str, Any] | None) -> bool | None:
     return True
 
 
+def submission_path(home: JobHome, app_version: str) -> str:
+    home.savepoint_url(str(app_version))  # the same rule as a savepoint id: one path segment
+    return home.p("submissions", f"{app_version}.json")
+
+
+def recorded_submission(home: JobHome, app_version: str) -> dict[str, Any]:
+    """How ``app_version`` was last submitted (application, arguments, settings; never a secret)."""
+    try:
+        found = read_json(home.fs, submission_path(home, app_version))
+    except (ValueError, UnicodeDecodeError):
+        found = None
+    if not isinstance(found, dict):
+        raise JobStateError(f"job {home.url} has no recorded submission of version {app_version}; submit that "
+                            "version with its application and arguments instead")
+    return found
+
+
 def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriver], *, by: str | None = None,
-           now: datetime | None = None, max_heartbeat_age: float = 30.0,
-           start_grace_seconds: float = 180.0) -> SubmitResult:
-    """Start the job's driver (``launch(log_path)``) unless a driver of ``app_version`` runs or starts."""
+           now: datetime | None = None, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0,
+           submission: Mapping[str, Any] | None = None) -> SubmitResult:
+    """Start the job's driver (``launch(log_path)``) unless a driver of ``app_version`` runs or starts.
+
+    ``submission`` (application, arguments, settings, no secrets) is recorded under ``submissions/`` so
+    the same version can be started again later (a rollback, a watchdog restart).
+    """
     if not app_version or not str(app_version).strip():
         raise InvalidInputError("app_version is empty; give the application version being submitted")
     now = now or datetime.now(UTC)
@@ -132,6 +153,9 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
         launched = {"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
                     "app_version": str(app_version), "log": driver.log}
         write_atomic(home.fs, home.p(*LAUNCH_RECORD), dump_json(launched))
+        if submission is not None:
+            write_atomic(home.fs, submission_path(home, str(app_version)),
+                         dump_json({**submission, "app_version": str(app_version), "submitted_at": now.isoformat()}))
         result = SubmitResult("launched", decision.reason, str(app_version), now.isoformat(), driver.pid, driver.log)
         record["after"] = result.to_dict()
         return result
