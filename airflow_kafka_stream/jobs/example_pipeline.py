@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         kafka_options=read_properties(args.command_config) if args.command_config else {},
         app_version=args.app_version,
         sink_path=args.output,
+        sink_kind="idempotent",  # foreachBatch output replaced per generation and batch id: no _spark_metadata
     )
     spark = spark_session(args.cores)
     runtime = StreamRuntime(spark, args.home, config)

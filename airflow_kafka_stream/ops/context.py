@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.offsets import TopicPartition, topics_of
 from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.sink import Sink, resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -48,7 +49,12 @@ class JobContext:
     group: str | None = None
     topics: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] = field(default_factory=dict)
-    sink_path: str | None = None
+    sink: Sink | None = None
+
+    @property
+    def sink_path(self) -> str | None:
+        """The output path of a file sink, whose ``_spark_metadata`` a reset keeps whole (None otherwise)."""
+        return self.sink.path if self.sink is not None and self.sink.has_batch_log else None
 
     @property
     def name(self) -> str:
@@ -82,8 +88,9 @@ def build_context(
     client_config: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     sink_path: str | None = None,
+    sink_kind: str | None = None,
 ) -> JobContext:
-    """Combine explicit arguments with the job home's job.json."""
+    """Combine explicit arguments with the job home's job.json (``sink_kind``/``sink_path``: see resolve_sink)."""
     opts = dict(storage_options or {})
     if not job_home and not checkpoint:
         raise InvalidInputError("say which job: pass --job-home DIR (or --checkpoint DIR for a bare checkpoint)")
@@ -103,5 +110,5 @@ def build_context(
         group=group or spec.get("group"),
         topics=list(spec.get("topics") or []),
         storage_options=opts,
-        sink_path=sink_path or spec.get("sink_path"),
+        sink=resolve_sink(sink_from_spec(spec), sink_kind, sink_path),
     )
