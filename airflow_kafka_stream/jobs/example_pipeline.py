@@ -3,13 +3,16 @@
 Input records are ``{"id": "<unique>", "key": "<str>", "ts": "<iso time>", "amount": <number>}``.
 Every batch writes, replacing what an earlier attempt of the same batch wrote:
 
-* ``<output>/events/batch=<id>/``: one row per good input record with its topic,
-  partition and offset and the event fields (exactly once under replay: a
-  re-run batch overwrites its own directory);
-* ``<output>/per_key_minute/batch=<id>/``: amount and count per key and minute
-  within the batch (sum over batches for totals);
+* ``<output>/events/generation=<G>/batch=<id>/``: one row per good input record
+  with its topic, partition and offset and the event fields (exactly once under
+  replay: a re-run batch overwrites its own directory);
+* ``<output>/per_key_minute/generation=<G>/batch=<id>/``: amount and count per key
+  and minute within the batch (sum over batches for totals);
 * dead letters (``--dead-letter``, default ``<home>/dead_letters``): records that are
   not such JSON, with topic, partition, offset, raw value, error and time.
+
+The job records its sink as ``idempotent`` (no ``_spark_metadata`` batch log), so
+resets and restores of its home know there is no sink log to keep whole.
 
 Run it::
 
