@@ -148,6 +148,8 @@ def reset(capsys, ex: Example, *strategy: str, expected: dict[int, int]) -> dict
     return outcome
 
 
+# Six driver starts: about 2-3 minutes on an idle 2-core machine, several times that when the cores are shared.
+@pytest.mark.timeout(1800)
 def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, capsys):
     topic = create_topic(kafka_bootstrap, unique("example-ops"), PARTS)
     ex = Example(tmp_path, kafka_bootstrap, topic, unique("example-ops-group"))
