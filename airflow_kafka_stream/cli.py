@@ -56,6 +56,15 @@ def _text(value: str) -> str:
     return value
 
 
+def _sink_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sink-kind", choices=["file", "idempotent", "none"],
+                   help="what the job writes to (default: job.json's sink): file = Spark's file sink with a "
+                        "_spark_metadata batch log; idempotent = output replaced per batch id (foreachBatch); "
+                        "none = no sink log to keep")
+    # An empty --sink-path is refused by resolve_sink, whose message names the --sink-kind way out.
+    p.add_argument("--sink-path", help="the sink's output directory; alone it names a file sink")
+
+
 def _json_object(text: str) -> dict:
     try:
         value = json.loads(text)
@@ -114,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="refuse targets outside [low, high] instead of clamping")
     p.add_argument("--drop-state", action="store_true",
                    help="start a new checkpoint generation at the targets, dropping operator state")
-    p.add_argument("--sink-path", type=_text, help="the file sink's output directory, to keep its _spark_metadata log whole")
+    _sink_args(p)
     p.add_argument("--allow-sink-batch-log", action="store_true",
                    help="with --drop-state: proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_reset)
@@ -150,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--savepoint", required=True, type=_text, help="the savepoint id")
     p.add_argument("--drop-state", action="store_true",
                    help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
-    p.add_argument("--sink-path", type=_text, help="the file sink's output directory (checked when dropping state)")
+    _sink_args(p)
     p.add_argument("--allow-sink-batch-log", action="store_true",
                    help="proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_restore)
@@ -178,6 +187,7 @@ def _context(args: argparse.Namespace):
         storage_options=args.storage_options,
         sink_path=getattr(args, "sink_path", None),
         uses_kafka=hasattr(args, "command_config"),
+        sink_kind=getattr(args, "sink_kind", None),
     )
 
 
@@ -242,7 +252,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
         _emit(args, reset.plan_dict(plan), reset.plan_text(plan) + "\n\nDry run: nothing changed. "
               "Run again with --execute to apply this plan.")
         return EXIT_OK
-    outcome = reset.execute(ctx, request, drop_state=args.drop_state, sink_path=ctx.sink_path,
+    outcome = reset.execute(ctx, request, drop_state=args.drop_state,
                             allow_sink_batch_log=args.allow_sink_batch_log, export=args.export)
     _emit(args, outcome, outcome["plan_table"] + "\n\n" + reset.outcome_text(outcome))
     return EXIT_OK if outcome.get("verified", True) else EXIT_PROBLEMS
@@ -271,7 +281,8 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import savepoints
 
     result = savepoints.restore(_home(args), args.savepoint, drop_state=args.drop_state,
-                                sink_path=args.sink_path, allow_sink_batch_log=args.allow_sink_batch_log)
+                                sink_path=args.sink_path, sink_kind=args.sink_kind,
+                                allow_sink_batch_log=args.allow_sink_batch_log)
     _emit(args, result, savepoints.restore_text(result))
     return EXIT_OK
 

@@ -3,13 +3,16 @@
 Input records are ``{"id": "<unique>", "key": "<str>", "ts": "<iso time>", "amount": <number>}``.
 Every batch writes, replacing what an earlier attempt of the same batch wrote:
 
-* ``<output>/events/batch=<id>/``: one row per good input record with its topic,
-  partition and offset and the event fields (exactly once under replay: a
-  re-run batch overwrites its own directory);
-* ``<output>/per_key_minute/batch=<id>/``: amount and count per key and minute
-  within the batch (sum over batches for totals);
+* ``<output>/events/generation=<G>/batch=<id>/``: one row per good input record
+  with its topic, partition and offset and the event fields (exactly once under
+  replay: a re-run batch overwrites its own directory);
+* ``<output>/per_key_minute/generation=<G>/batch=<id>/``: amount and count per key
+  and minute within the batch (sum over batches for totals);
 * dead letters (``--dead-letter``, default ``<home>/dead_letters``): records that are
   not such JSON, with topic, partition, offset, raw value, error and time.
+
+The job records its sink as ``idempotent`` (no ``_spark_metadata`` batch log), so
+resets and restores of its home know there is no sink log to keep whole.
 
 Run it::
 
@@ -130,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                        **(read_properties(args.command_config) if args.command_config else {})},
         app_version=args.app_version,
         sink_path=args.output,
+        sink_kind="idempotent",  # foreachBatch output replaced per generation and batch id: no _spark_metadata
     )
     spark = spark_session(args.cores)
     # The with block turns an error while the query is built (after read_stream started the heartbeat)

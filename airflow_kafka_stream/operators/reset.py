@@ -78,7 +78,7 @@ class StreamResetOperator(BaseOperator):
                 reset.export_csv(plan, self.export)
             self.log.info("reset plan for %s (dry run: nothing changed):\n%s", self.job_home, plan.to_table())
             return {"executed": False, "plan": plan.to_dict()}
-        outcome = reset.execute(ctx, request, drop_state=self.drop_state, sink_path=ctx.sink_path,
+        outcome = reset.execute(ctx, request, drop_state=self.drop_state,
                                 allow_sink_batch_log=self.allow_sink_batch_log, export=self.export)
         self.log.info("reset of %s:\n%s\n%s", self.job_home, outcome["plan_table"], reset.outcome_text(outcome))
         result = {key: value for key, value in outcome.items() if key != "plan_table"}

@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.offsets import TopicPartition, topics_of
 from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.sink import Sink, resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.storage.files import check_url
@@ -73,7 +74,12 @@ class JobContext:
     group: str | None = None
     topics: list[str] = field(default_factory=list)
     storage_options: dict[str, Any] = field(default_factory=dict)
-    sink_path: str | None = None
+    sink: Sink | None = None
+
+    @property
+    def sink_path(self) -> str | None:
+        """The output path of a file sink, whose ``_spark_metadata`` a reset keeps whole (None otherwise)."""
+        return self.sink.path if self.sink is not None and self.sink.has_batch_log else None
 
     @property
     def name(self) -> str:
@@ -108,18 +114,23 @@ def build_context(
     storage_options: Mapping[str, Any] | None = None,
     sink_path: str | None = None,
     uses_kafka: bool = True,
+    sink_kind: str | None = None,
 ) -> JobContext:
     """Combine explicit arguments with the job home's job.json; refuse bad input before anything is touched.
 
     An argument given as an empty string is refused rather than taken as "not given",
     so ``--group ""`` never silently means job.json's group. With ``uses_kafka`` the
     combined client config is checked by librdkafka here, once, for every operation.
+    ``sink_kind``/``sink_path`` override job.json's sink (see ``core.sink.resolve_sink``,
+    which also refuses an empty sink path, naming the ``--sink-kind`` way out).
     """
     explicit = {"--job-home": job_home, "--checkpoint": checkpoint, "--bootstrap-server": bootstrap_servers,
-                "--group": group, "--sink-path": sink_path}
+                "--group": group}
     for option, value in explicit.items():
         if value is not None and not str(value).strip():
             raise InvalidInputError(f"{option} is empty; give a value, or leave {option} out to use the job's own")
+    if sink_path is not None and not sink_path.strip():
+        resolve_sink(None, sink_kind, sink_path)  # refuses it, naming the --sink-kind way out
     for url in (checkpoint, sink_path):
         if url is not None:
             check_url(url)
@@ -144,5 +155,5 @@ def build_context(
         group=group if group is not None else spec.get("group"),
         topics=list(spec.get("topics") or []),
         storage_options=opts,
-        sink_path=sink_path if sink_path is not None else spec.get("sink_path"),
+        sink=resolve_sink(sink_from_spec(spec), sink_kind, sink_path),
     )

@@ -37,7 +37,7 @@ from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
 from airflow_kafka_stream.ops.operation import recorded_operation
-from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
+from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, ensure_sink_log_present, sink_note
 from airflow_kafka_stream.storage.files import url_to_fs
 
 log = logging.getLogger(__name__)
@@ -133,8 +133,7 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
                           strict=request.strict)
 
 
-def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_path: str | None,
-               allow_sink_batch_log: bool) -> None:
+def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, allow_sink_batch_log: bool) -> None:
     """Every reason to refuse, checked before anything changes (the job was found stopped before)."""
     if pos.in_flight_batch_id is not None:
         raise JobStateError(
@@ -145,8 +144,9 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, sink_
         if ctx.home is None:
             raise InvalidInputError("--drop-state starts a new checkpoint generation: it needs --job-home")
         refuse_seeding_several_sources(pos.kafka_sources().indexes, f"checkpoint {pos.url}")
-        ensure_sink_accepts(sink_path, 0, allow_sink_batch_log, ctx.storage_options)
+        ensure_sink_accepts(ctx.sink, 0, allow_sink_batch_log, ctx.storage_options)
         return
+    ensure_sink_log_present(ctx.sink, ctx.storage_options)
     if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
         raise JobStateError(
             f"{pos.url} is stateful with state store {pos.state_store_provider or 'unknown'}: its state cannot be "
@@ -187,8 +187,8 @@ def current_generation_context(ctx: JobContext) -> JobContext:
     return replace(ctx, checkpoint_url=current)
 
 
-def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, sink_path: str | None = None,
-            allow_sink_batch_log: bool = False, export: str | None = None, now: datetime | None = None,
+def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, allow_sink_batch_log: bool = False,
+            export: str | None = None, now: datetime | None = None,
             by: str | None = None) -> dict[str, Any]:
     """Apply a reset to checkpoint and group; returns what was done, including the verification.
 
@@ -199,7 +199,7 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
     if ctx.home is None:
         raise InvalidInputError("--execute needs --job-home: the job home holds the lock and the running status")
     args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
-            "drop_state": drop_state, "sink_path": sink_path}
+            "drop_state": drop_state, "sink": ctx.sink.to_json() if ctx.sink else None}
     with recorded_operation(ctx.home, "reset", args, by=by) as record:
         ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
         ctx = current_generation_context(ctx)
@@ -210,7 +210,7 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
         sources = pos.kafka_sources()
         record["before"] = {"checkpoint": ctx.checkpoint_url, "batch_id": pos.batch_id,
                             "offsets": to_nested(sources.union()), "sources": _by_source(sources.by_index)}
-        _preflight(ctx, pos, drop_state, sink_path, allow_sink_batch_log)
+        _preflight(ctx, pos, drop_state, allow_sink_batch_log)
         targets = the_plan.checkpoint_offsets()
         if not targets:
             raise InvalidInputError("the plan has no partitions to reset; check --topic and the job's topics")
@@ -218,14 +218,15 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, si
         if export:
             export_csv(the_plan, export)
         outcome: dict[str, Any] = {"plan": the_plan.to_dict(), "plan_table": the_plan.to_table(),
-                                   "targets": to_nested(targets), "sources": _by_source(by_source)}
+                                   "targets": to_nested(targets), "sources": _by_source(by_source),
+                                   "sink": sink_note(ctx.sink)}
         if drop_state:
             gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
             outcome.update(generation=gen, checkpoint=url, batch_id=None)
             changed = (f"checkpoint generation {gen} ({url}) was created and made current, seeded with the targets "
                        f"(generation {ctx.checkpoint_url} is kept as it was)")
         else:
-            appended = append_batch(ctx.checkpoint_url, sources=by_source, sink_metadata_path=sink_path,
+            appended = append_batch(ctx.checkpoint_url, sources=by_source, sink_metadata_path=ctx.sink_path,
                                     storage_options=ctx.storage_options)
             outcome.update(checkpoint=ctx.checkpoint_url, batch_id=appended.batch_id)
             changed = (f"batch {appended.batch_id} was appended to checkpoint {ctx.checkpoint_url}, so the job "
@@ -318,7 +319,8 @@ def outcome_text(outcome: dict[str, Any]) -> str:
     lines = [f"reset executed: {where}"]
     if len(outcome.get("sources") or {}) > 1:
         lines += [f"  Kafka source {index}: {line}" for index, line in outcome["sources"].items()]
-    lines += [f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
+    lines += [f"sink: {outcome['sink']}",
+              f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
               "verified: checkpoint and group are at the targets" if outcome["verified"]
               else "VERIFICATION FAILED:\n  " + "\n  ".join(outcome["verification"])]
     return "\n".join(lines)

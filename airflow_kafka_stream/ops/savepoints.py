@@ -27,11 +27,12 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.reset_plan import parse_duration
 from airflow_kafka_stream.core.savepoint_manifest import Manifest
+from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
-from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts
+from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
 from airflow_kafka_stream.ops.unstarted import unstarted_generation
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -119,11 +120,15 @@ def list_all(home: JobHome) -> list[dict[str, Any]]:
 
 
 def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_path: str | None = None,
-            allow_sink_batch_log: bool = False, by: str | None = None) -> dict[str, Any]:
-    """Start a new checkpoint generation from a savepoint (refused while the job runs)."""
+            allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None) -> dict[str, Any]:
+    """Start a new checkpoint generation from a savepoint (refused while the job runs).
+
+    ``sink_kind``/``sink_path`` override the sink job.json records (see core.sink.resolve_sink).
+    """
     if not savepoint_id:
         raise InvalidInputError("restore needs --savepoint ID; list them with `airflow-kafka-stream savepoint list`")
-    args = {"savepoint": savepoint_id, "drop_state": drop_state, "sink_path": sink_path}
+    sink = resolve_sink(sink_from_spec(home.spec()), sink_kind, sink_path)
+    args = {"savepoint": savepoint_id, "drop_state": drop_state, "sink": sink.to_json() if sink else None}
     with recorded_operation(home, "restore", args, by=by) as record:
         ensure_not_running(home, operation="a restore")
         url = home.savepoint_url(savepoint_id)
@@ -131,10 +136,9 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
         manifest = validate_savepoint(url, home.storage_options) if drop_state else read_manifest(
             url, home.storage_options)
         record["before"] = {"generation": home.current_generation()}
-        sink_path = sink_path or home.spec().get("sink_path")
         # Dropping state restarts batch ids at 0; keeping it resumes after the savepoint's batch.
         next_batch = 0 if drop_state else manifest.batch_id + 1
-        ensure_sink_accepts(sink_path, next_batch, allow_sink_batch_log, home.storage_options)
+        ensure_sink_accepts(sink, next_batch, allow_sink_batch_log, home.storage_options)
         if drop_state:
             kafka = manifest.kafka_sources().require_any()
             refuse_seeding_several_sources(kafka.indexes, f"savepoint {savepoint_id}")
@@ -146,7 +150,7 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
                 "restore", from_savepoint=savepoint_id,
                 populate=lambda target: restore_savepoint(url, target, home.storage_options))
         result = {"savepoint": manifest_dict(manifest), "generation": gen, "checkpoint": checkpoint,
-                  "drop_state": drop_state}
+                  "drop_state": drop_state, "sink": sink_note(sink)}
         record["after"] = result
         return result
 
@@ -156,7 +160,8 @@ def restore_text(result: dict[str, Any]) -> str:
     how = ("fresh checkpoint seeded with the savepoint's offsets (operator state dropped)" if result["drop_state"]
            else f"copy of the savepoint; Spark resumes after batch {sp['batch_id']}")
     return (f"restored savepoint {sp['id']} into checkpoint generation {result['generation']}:\n"
-            f"  {result['checkpoint']}\n  {how}\n  offsets: {sp['offsets']}\nStart the job to continue from there.")
+            f"  {result['checkpoint']}\n  {how}\n  offsets: {sp['offsets']}\n  sink: {result['sink']}\n"
+            "Start the job to continue from there.")
 
 
 # -- CLI adapters: each returns (data for --json, text for people) ---------------------------------------------------

@@ -46,6 +46,7 @@ from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
 from airflow_kafka_stream.core.redaction import is_secret_key, redact_text, secret_values
+from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
 from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.ops.operation import recorded_operation
@@ -88,6 +89,9 @@ class StreamConfig:
     final_commit_timeout_seconds: float = 15.0
     app_version: str | None = None
     sink_path: str | None = None
+    #: "file" (Spark's file sink, the default for a sink_path) or "idempotent" (output replaced per batch id);
+    #: recorded in job.json, it decides what a reset or restore must keep whole (see core.sink).
+    sink_kind: str | None = None
 
     def validate(self) -> None:
         if not self.job_name:
@@ -101,6 +105,7 @@ class StreamConfig:
         if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
             raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
         check_client_config(self.client_config())  # the same refusal the control plane gives
+        resolve_sink(None, self.sink_kind, self.sink_path)  # refuses an unknown kind or a file sink without path
 
     def client_config(self) -> dict[str, Any]:
         return {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
@@ -394,6 +399,8 @@ class StreamRuntime:
     def _record_submission(self) -> None:
         """job.json: what runs in this home, so operations need no repeated arguments (no secrets)."""
         spec = self.home.spec()
+        sink = resolve_sink(None, self.config.sink_kind, self.config.sink_path) or sink_from_spec(spec)
+        spec.pop("sink_path", None)  # superseded by "sink": kind and path
         spec.update({
             "job": self.config.job_name,
             "version": self.config.app_version or spec.get("version"),
@@ -401,7 +408,7 @@ class StreamRuntime:
             "subscribe_pattern": self.config.subscribe_pattern,
             "group": self.config.group_id,
             "kafka": {k: v for k, v in self.config.client_config().items() if not is_secret_key(k)},
-            "sink_path": self.config.sink_path or spec.get("sink_path"),
+            "sink": sink.to_json() if sink else None,
             "starting_offsets": self.config.starting_offsets,
             "updated_at": utc_now().isoformat(),
         })

@@ -305,7 +305,7 @@ CASES = {
                            "--job-home: is empty", "it used to be ignored beside --checkpoint"),
     "empty-topic": Case((*RESET, "--to-earliest", "--topic", "", X), "--topic: is empty", "a scope of nothing"),
     "empty-sink-path": Case((*RESET, "--to-earliest", "--drop-state", "--sink-path", "", X),
-                            "--sink-path: is empty", "it used to mean job.json's sink"),
+                            "--sink-path is empty", "it used to mean job.json's sink"),
     "empty-restore-savepoint": Case(("restore", *H, "--savepoint", ""), "--savepoint: is empty", "no savepoint named"),
     "empty-savepoint-id": Case(("savepoint", "validate", *H, ""), "savepoint_id: is empty", "no savepoint named"),
     "empty-command-config": Case((*RESET, "--to-earliest", "--command-config", "", X), "--command-config: is empty",

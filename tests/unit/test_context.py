@@ -101,3 +101,15 @@ def test_a_command_without_kafka_does_not_check_client_settings(tmp_path):
     ctx = build_context(job_home=job_home(tmp_path, {"bootstrap.servers": "b:1", "no.such": "1"}),
                         checkpoint=str(tmp_path), uses_kafka=False)
     assert ctx.kafka_config["no.such"] == "1"
+
+
+def test_context_reads_the_sink_kind_and_flags_override_it(tmp_path):
+    """An idempotent sink has no _spark_metadata to extend: the context gives no file-sink path for it."""
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "job.json").write_text(json.dumps({"sink": {"kind": "idempotent", "path": "/out"}}))
+    ctx = build_context(job_home=str(tmp_path), checkpoint="/ck")
+    assert (ctx.sink.kind, ctx.sink.path, ctx.sink_path) == ("idempotent", "/out", None)
+    assert build_context(job_home=str(tmp_path), checkpoint="/ck", sink_kind="file").sink_path == "/out"
+    assert build_context(job_home=str(tmp_path), checkpoint="/ck", sink_kind="none").sink is None
+    with pytest.raises(InvalidInputError, match="--sink-path is empty"):
+        build_context(job_home=str(tmp_path), checkpoint="/ck", sink_path="")

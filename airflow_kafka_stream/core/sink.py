@@ -1,0 +1,105 @@
+"""What kind of sink a job writes to, which decides what a reset or restore must keep whole.
+
+Two kinds matter to the control plane:
+
+* ``file``: Spark's file sink (``writeStream.format("parquet"|...).option("path", ...)``).
+  It keeps its own batch log, ``<path>/_spark_metadata``: a batch the checkpoint
+  appends needs an entry there, and a checkpoint that restarts or rewinds batch
+  ids would make the sink skip batches it has logged.
+* ``idempotent``: a sink that replaces a batch's output by the batch id (and the
+  checkpoint generation), e.g. ``foreachBatch`` writing ``generation=G/batch=B``
+  with mode overwrite. It keeps no batch log, so there is nothing to append and
+  nothing that skips.
+
+job.json records ``"sink": {"kind": ..., "path": ...}``. Job homes written
+before the kind existed hold only ``"sink_path"``: that meant a file sink, and
+still does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_kafka_stream.errors import InvalidInputError
+
+FILE = "file"
+IDEMPOTENT = "idempotent"
+#: A flag value, not a kind: the job has no sink whose log the control plane keeps.
+NONE = "none"
+KINDS = (FILE, IDEMPOTENT)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A job's sink: its kind and, where known, its output path."""
+
+    kind: str
+    path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InvalidInputError(f"unknown sink kind {self.kind!r}: use one of {', '.join(KINDS)}")
+        if self.kind == FILE and not self.path:
+            raise InvalidInputError("a file sink needs its output path (the directory holding _spark_metadata): "
+                                    "pass --sink-path DIR")
+
+    @property
+    def has_batch_log(self) -> bool:
+        """Whether the sink keeps a ``_spark_metadata`` batch log keyed by batch id."""
+        return self.kind == FILE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path}
+
+    def describe(self) -> str:
+        where = f" at {self.path}" if self.path else ""
+        if self.has_batch_log:
+            return f"file sink{where} (batch log _spark_metadata kept whole)"
+        return (f"idempotent sink{where}: no batch log to keep; assumed to replace a batch's output by checkpoint "
+                "generation and batch id")
+
+
+def sink_from_spec(spec: Mapping[str, Any]) -> Sink | None:
+    """The sink job.json records: ``sink`` (kind and path), else a legacy ``sink_path`` (a file sink), else None."""
+    recorded = spec.get("sink")
+    if isinstance(recorded, Mapping):
+        kind = recorded.get("kind")
+        if kind in (None, NONE):
+            return None
+        try:
+            return Sink(str(kind), recorded.get("path") or None)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"job.json's sink {dict(recorded)} is invalid: {exc}; fix job.json or restart "
+                                    "the job so it records its sink again") from exc
+    if recorded is not None:
+        raise InvalidInputError(f"job.json's sink must be an object with kind and path, got {recorded!r}")
+    legacy = spec.get("sink_path")
+    return Sink(FILE, str(legacy)) if legacy else None
+
+
+def resolve_sink(recorded: Sink | None, kind: str | None = None, path: str | None = None) -> Sink | None:
+    """The sink an operation checks: explicit ``kind``/``path`` (from flags) over what job.json recorded.
+
+    ``kind`` None and ``path`` None keep the recorded sink. A path alone names a
+    file sink (the meaning ``--sink-path`` always had). ``kind`` ``none`` says
+    the job keeps no sink log. An empty path is refused rather than read as
+    "use the recorded one", which would be the opposite of what it says.
+    """
+    if path is not None and not path.strip():
+        raise InvalidInputError(
+            "--sink-path is empty; to say the job has no file sink pass --sink-kind idempotent (foreachBatch output "
+            "replaced per batch id) or --sink-kind none, else pass the file sink's output directory"
+        )
+    if kind is None:
+        return recorded if path is None else Sink(FILE, path)
+    if kind == NONE:
+        if path is not None:
+            raise InvalidInputError("--sink-kind none contradicts --sink-path: pass one of them")
+        return None
+    if kind not in KINDS:
+        raise InvalidInputError(f"unknown --sink-kind {kind!r}: use {', '.join(KINDS)} or {NONE}")
+    if path is None and recorded is not None:
+        path = recorded.path
+    return Sink(kind, path)

@@ -1,0 +1,67 @@
+"""The job's sink kind: read from job.json (new and legacy shapes) and overridden by flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kafka_stream.core.sink import FILE, IDEMPOTENT, Sink, resolve_sink, sink_from_spec
+from airflow_kafka_stream.errors import InvalidInputError
+
+FILE_SINK = Sink(FILE, "/out")
+IDEM_SINK = Sink(IDEMPOTENT, "/out")
+
+
+@pytest.mark.parametrize("spec, expected", [
+    pytest.param({"sink": {"kind": "idempotent", "path": "/out"}}, IDEM_SINK, id="1-recorded-kind"),
+    pytest.param({"sink": {"kind": "idempotent", "path": None}}, Sink(IDEMPOTENT), id="2-idempotent-needs-no-path"),
+    pytest.param({"sink": {"kind": "file", "path": "/out"}}, FILE_SINK, id="3-file-sink"),
+    pytest.param({"sink_path": "/out"}, FILE_SINK, id="4-legacy-sink-path-is-a-file-sink-as-before"),
+    pytest.param({"sink": {"kind": "idempotent", "path": "/a"}, "sink_path": "/b"}, Sink(IDEMPOTENT, "/a"),
+                 id="5-new-shape-wins-over-a-leftover-legacy-key"),
+    pytest.param({}, None, id="6-nothing-recorded"),
+    pytest.param({"sink": None, "sink_path": None}, None, id="7-explicit-nulls"),
+    pytest.param({"sink": {"kind": None, "path": None}}, None, id="8-no-kind"),
+])
+def test_sink_from_spec(spec, expected):
+    assert sink_from_spec(spec) == expected
+
+
+@pytest.mark.parametrize("spec, message", [
+    pytest.param({"sink": {"kind": "kafka", "path": "/out"}}, "unknown sink kind 'kafka'", id="1-unknown-kind"),
+    pytest.param({"sink": {"kind": "file"}}, "needs its output path", id="2-file-sink-without-path"),
+    pytest.param({"sink": "/out"}, "must be an object", id="3-not-an-object"),
+])
+def test_sink_from_spec_refuses_a_broken_job_json(spec, message):
+    with pytest.raises(InvalidInputError, match=message):
+        sink_from_spec(spec)
+
+
+@pytest.mark.parametrize("recorded, kind, path, expected", [
+    pytest.param(IDEM_SINK, None, None, IDEM_SINK, id="1-no-flags-keep-the-recorded-sink"),
+    pytest.param(IDEM_SINK, None, "/elsewhere", Sink(FILE, "/elsewhere"), id="2-a-path-alone-names-a-file-sink"),
+    pytest.param(FILE_SINK, "idempotent", None, IDEM_SINK, id="3-kind-alone-keeps-the-recorded-path"),
+    pytest.param(FILE_SINK, "none", None, None, id="4-none-says-no-sink-log"),
+    pytest.param(None, "idempotent", None, Sink(IDEMPOTENT), id="5-idempotent-without-any-path"),
+    pytest.param(None, "file", "/x", Sink(FILE, "/x"), id="6-file-with-path"),
+    pytest.param(None, None, None, None, id="7-nothing-anywhere"),
+])
+def test_resolve_sink(recorded, kind, path, expected):
+    assert resolve_sink(recorded, kind, path) == expected
+
+
+@pytest.mark.parametrize("recorded, kind, path, message", [
+    pytest.param(FILE_SINK, None, "", "--sink-path is empty", id="1-empty-path-is-not-use-the-recorded-one"),
+    pytest.param(FILE_SINK, None, "  ", "--sink-kind idempotent", id="2-blank-path-names-the-fix"),
+    pytest.param(None, "none", "/x", "contradicts", id="3-none-with-a-path"),
+    pytest.param(None, "file", None, "pass --sink-path", id="4-file-sink-needs-a-path"),
+    pytest.param(None, "delta", None, "unknown --sink-kind 'delta'", id="5-unknown-kind"),
+])
+def test_resolve_sink_refuses(recorded, kind, path, message):
+    with pytest.raises(InvalidInputError, match=message):
+        resolve_sink(recorded, kind, path)
+
+
+def test_describe_says_what_was_assumed():
+    assert "_spark_metadata" in FILE_SINK.describe()
+    assert "no batch log" in IDEM_SINK.describe() and "batch id" in IDEM_SINK.describe()
+    assert IDEM_SINK.to_json() == {"kind": "idempotent", "path": "/out"}
