@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.configuration import conf
@@ -18,11 +13,10 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.ops.submit import CLIENT_CONFIG_ENV, LaunchedDriver, log_tail, submit
+from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
-
-EXAMPLE_PIPELINE = str(Path(__file__).resolve().parents[1] / "jobs" / "example_pipeline.py")
 
 
 class StreamSubmitOperator(BaseOperator):
@@ -146,18 +140,9 @@ class StreamSubmitOperator(BaseOperator):
         return args
 
     def _launch(self, args: list[str], kafka: dict[str, Any], log_path: str) -> LaunchedDriver:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        # SparkSubmitHook falls back to master 'yarn' without a word when its connection is missing.
-        StreamJobHook.get_connection(self.spark_conn_id)
-        spark = SparkSubmitHook(conf=self.spark_conf, conn_id=self.spark_conn_id, application_args=args,
-                                name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
-        command = spark._build_spark_submit_command(self.application or EXAMPLE_PIPELINE)
-        env = {**os.environ, **(spark._env or {}), CLIENT_CONFIG_ENV: json.dumps(kafka)}
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       env=env, start_new_session=True, close_fds=True)
-        return LaunchedDriver(process.pid, socket.gethostname(), log_path)
+        return launch_driver(spark_conn_id=self.spark_conn_id, application=self.application, args=args,
+                             spark_conf=self.spark_conf, kafka=kafka, log_path=log_path,
+                             name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
 
     # -- waiting -------------------------------------------------------------------------------------------
     def _wait_here(self, home, newer_than: str | None) -> dict[str, Any]:

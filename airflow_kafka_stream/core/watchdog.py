@@ -1,0 +1,145 @@
+"""Keep a job running: decide, from what the watchdog sees, whether to restart it, as pure rules.
+
+Flink restarts a failed job by itself within a restart strategy; here a
+watchdog run (every few minutes) looks at the job and decides. Rules, checked
+in order; the first that applies decides:
+
+1. The job never reported a status: nothing to watch.
+2. A stop was requested, or the job is STOPPED: it was stopped on purpose and
+   is never restarted.
+3. The job is dead (FAILED, or an active state whose heartbeat is stale) or
+   stuck (RUNNING, heart-beating, but its last committed batch has not moved
+   for ``stuck_after_seconds`` while records wait and the lag does not
+   shrink): it needs a restart. Otherwise it is fine.
+4. It was restarted ``max_restarts`` times within ``window_seconds``: a crash
+   loop (a record that kills every batch, a broken deploy). Give up, loudly,
+   with the driver's last error; restarting again would only repeat it.
+5. The last restart was less than the backoff ago (``backoff_seconds``,
+   doubling with every restart in the window): wait for a later run.
+6. Restart it (a stuck driver is stopped at once first).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, FAILED, RUNNING, STOPPED, heartbeat_age
+
+
+class Action(enum.StrEnum):
+    NOTHING = "nothing"
+    RESTART = "restart"
+    KILL_AND_RESTART = "kill-and-restart"
+    WAIT_BACKOFF = "wait-backoff"
+    GIVE_UP = "give-up"
+
+
+@dataclass(frozen=True)
+class Policy:
+    stuck_after_seconds: float = 600.0
+    max_restarts: int = 3
+    window_seconds: float = 3600.0
+    backoff_seconds: float = 30.0
+    max_heartbeat_age: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("stuck_after_seconds", "window_seconds", "max_heartbeat_age"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
+        if not self.backoff_seconds >= 0:
+            raise ValueError(f"backoff_seconds must be >= 0, got {self.backoff_seconds!r}")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 1:
+            raise ValueError(f"max_restarts must be a whole number >= 1, got {self.max_restarts!r}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Since when the job's last committed batch has been the same, and the lag then."""
+
+    since: datetime
+    last_batch_id: int | None
+    lag: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": self.since.isoformat(), "last_batch_id": self.last_batch_id, "lag": self.lag}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Progress | None:
+        try:
+            return cls(datetime.fromisoformat(data["since"]), data.get("last_batch_id"), data.get("lag"))
+        except (TypeError, KeyError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    reason: str
+    progress: Progress | None = None
+
+
+def track_progress(status: Mapping[str, Any], previous: Progress | None, lag: int | None, now: datetime) -> Progress:
+    """Keep the time the current last batch was first seen (a stuck job's clock keeps running)."""
+    batch = status.get("last_batch_id")
+    if previous is not None and previous.last_batch_id == batch:
+        return previous
+    return Progress(now, batch, lag)
+
+
+def _dead(status: Mapping[str, Any], policy: Policy, now: datetime) -> str | None:
+    if status.get("state") == FAILED:
+        return f"the job FAILED: {status.get('error') or 'no error recorded'}"
+    if status.get("state") in ACTIVE_STATES:
+        age = heartbeat_age(status, now)
+        interval = status.get("heartbeat_interval_seconds")
+        limit = policy.max_heartbeat_age
+        if isinstance(interval, int | float) and not isinstance(interval, bool):
+            limit = max(limit, 4 * float(interval))
+        if age is None or age > limit:
+            return (f"the driver is gone: state {status.get('state')} but no heartbeat for "
+                    f"{'ever' if age is None else f'{age:.0f}s'}")
+    return None
+
+
+def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, policy: Policy, now: datetime) -> str | None:
+    if status.get("state") != RUNNING or lag is None or lag <= 0:
+        return None
+    waited = (now - progress.since).total_seconds()
+    shrinking = progress.lag is not None and lag < progress.lag
+    if waited >= policy.stuck_after_seconds and not shrinking:
+        return (f"the job is stuck: RUNNING but batch {progress.last_batch_id} has been its last committed batch for "
+                f"{waited:.0f}s while {lag} record(s) wait")
+    return None
+
+
+def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: Sequence[datetime],
+           previous: Progress | None, lag: int | None, now: datetime, policy: Policy) -> Decision:
+    """Apply the rules in order (see the module docstring)."""
+    if not status:  # 1
+        return Decision(Action.NOTHING, "the job has never reported a status")
+    if stop_requested or status.get("state") == STOPPED:  # 2
+        return Decision(Action.NOTHING, f"the job is {status.get('state')}"
+                                        + (" with a stop requested" if stop_requested else "") + ": stopped on purpose")
+    progress = track_progress(status, previous, lag, now)
+    dead = _dead(status, policy, now)  # 3
+    stuck = None if dead else _stuck(status, progress, lag, policy, now)
+    if not dead and not stuck:
+        return Decision(Action.NOTHING, f"the job is {status.get('state')} (last batch "
+                                        f"{status.get('last_batch_id')}, lag {lag})", progress)
+    why = dead or stuck
+    recent = sorted(at for at in restarts if (now - at).total_seconds() <= policy.window_seconds)
+    if len(recent) >= policy.max_restarts:  # 4
+        return Decision(Action.GIVE_UP, f"{why}; it was restarted {len(recent)} time(s) in the last "
+                                        f"{policy.window_seconds:.0f}s, the limit: a crash loop, not restarting it "
+                                        f"again. Last error: {status.get('error') or 'none recorded'}", progress)
+    if recent:  # 5
+        backoff = policy.backoff_seconds * 2 ** (len(recent) - 1)
+        since = (now - recent[-1]).total_seconds()
+        if since < backoff:
+            return Decision(Action.WAIT_BACKOFF, f"{why}; restarted {since:.0f}s ago, next restart after "
+                                                 f"{backoff:.0f}s", progress)
+    return Decision(Action.KILL_AND_RESTART if stuck else Action.RESTART, why, progress)  # 6

@@ -1,0 +1,77 @@
+"""Keep a streaming job running from a schedule: restart it when it died or got stuck, within limits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_kafka_stream.core.watchdog import Policy
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+
+class StreamWatchdogOperator(BaseOperator):
+    """Restart the job when it is dead (FAILED, driver gone) or stuck (running, no batch committed for
+    ``stuck_after_seconds`` while records wait), as it was last submitted, with a backoff that doubles per
+    restart; give up (fail loudly, with the driver's last error) after ``max_restarts`` restarts within
+    ``window_seconds``. A job stopped on purpose (STOPPED, or a stop requested) is never restarted. Every
+    restart is a history record. XCom: what the watchdog saw and did.
+
+    Restarting needs the version's recorded submission: submit the job with ``StreamSubmitOperator`` first.
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param stuck_after_seconds: how long the last committed batch may stay the same while records wait.
+    :param max_restarts: restarts allowed within ``window_seconds`` before giving up.
+    :param window_seconds: the window of the restart limit.
+    :param backoff_seconds: the wait after a restart before the next one (doubles with each restart).
+    :param max_heartbeat_age: seconds without a heartbeat after which a running job counts as dead.
+    :param kafka_conn_id: the ``kafka`` connection (lag, and the restarted driver's settings).
+    :param spark_conn_id: the ``spark`` connection the driver is restarted through (default: the recorded one).
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    """
+
+    template_fields: Sequence[str] = ("job_home",)
+
+    def __init__(self, *, job_home: str, stuck_after_seconds: float = 600.0, max_restarts: int = 3,
+                 window_seconds: float = 3600.0, backoff_seconds: float = 30.0, max_heartbeat_age: float = 30.0,
+                 kafka_conn_id: str = "kafka_default", spark_conn_id: str | None = None,
+                 storage_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        try:
+            self.policy = Policy(stuck_after_seconds, max_restarts, window_seconds, backoff_seconds, max_heartbeat_age)
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
+        self.job_home = job_home
+        self.kafka_conn_id = kafka_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.storage_conn_id = storage_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.watchdog import watch
+
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        kafka = hook.kafka_config()
+        result = watch(hook.home(), kafka, self.policy, lambda home, version: self._restart(home, version, kafka))
+        self.log.info("watchdog %s: %s: %s", self.job_home, result.action, result.reason)
+        return result.to_dict()
+
+    def _restart(self, home, version: str, kafka: dict[str, Any]) -> dict[str, Any]:
+        from airflow_kafka_stream.hooks.spark_driver import launch_driver
+        from airflow_kafka_stream.ops.submit import recorded_submission, submit
+
+        if not version:
+            raise InvalidInputError(f"job {self.job_home} records no application version to restart")
+        recorded = recorded_submission(home, version)
+        args = list(recorded.get("application_args") or [])
+
+        def launch(log_path: str):
+            return launch_driver(spark_conn_id=self.spark_conn_id or recorded.get("spark_conn_id") or "spark_default",
+                                 application=recorded.get("application"), args=args,
+                                 spark_conf=recorded.get("spark_conf") or {}, kafka=kafka, log_path=log_path,
+                                 name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
+
+        started = submit(home, version, launch, submission={k: v for k, v in recorded.items()
+                                                             if k not in ("app_version", "submitted_at")})
+        return started.to_dict()

@@ -1,0 +1,143 @@
+"""The watchdog's run: observe the job, decide with ``core.watchdog``, restart it if it must.
+
+The restart itself is the caller's (``restart(home, version)`` starts the
+version recorded in job.json again, e.g. through the Airflow submit path);
+this module observes, keeps the watchdog's own memory (``control/watchdog.json``:
+since when the last committed batch has not moved), stops a stuck driver,
+and records every restart and every give-up in the history.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core.job_watch import FAILED, STOPPED
+from airflow_kafka_stream.core.watchdog import Action, Policy, Progress, decide
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
+from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.storage.files import dump_json, read_json, write_atomic
+from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+
+log = logging.getLogger(__name__)
+
+MEMORY = ("control", "watchdog.json")
+RESTART_OPERATION = "watchdog-restart"
+
+
+@dataclass(frozen=True)
+class WatchdogResult:
+    action: str
+    reason: str
+    lag: int | None = None
+    restarted: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def restarts_in_history(home: JobHome) -> list[datetime]:
+    """When the watchdog restarted the job (successful restarts only)."""
+    found = []
+    for record in home.history():
+        if record.get("operation") == RESTART_OPERATION and record.get("result") == "ok":
+            try:
+                found.append(datetime.fromisoformat(record["started_at"]))
+            except (KeyError, ValueError):
+                continue
+    return found
+
+
+def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> int | None:
+    """Total lag behind the high watermarks of the job's partitions; None when it cannot be known."""
+    offsets = (status or {}).get("last_offsets")
+    if not kafka_config or not offsets:
+        return None
+    from airflow_kafka_stream.core.health import total_lag
+    from airflow_kafka_stream.core.offsets import TopicPartition
+    from airflow_kafka_stream.kafka.metadata import watermarks
+
+    try:
+        found = watermarks(kafka_config, [TopicPartition(t, int(p)) for t, parts in offsets.items() for p in parts])
+    except StreamError as exc:
+        log.warning("cannot read the watermarks for the lag: %s", exc)
+        return None
+    return total_lag(offsets, {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()})
+
+
+def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
+          restart: Callable[[JobHome, str], dict[str, Any]], *, now: datetime | None = None, by: str | None = None,
+          kill_timeout: float = 60.0) -> WatchdogResult:
+    """One watchdog run. Raises JobStateError when it gives up on a crash loop."""
+    now = now or datetime.now(UTC)
+    status = home.status()
+    lag = job_lag(kafka_config, status)
+    try:
+        previous = Progress.from_dict(read_json(home.fs, home.p(*MEMORY)))
+    except ValueError:
+        previous = None
+    decision = decide(status, stop_requested=home.stop_requested(), restarts=restarts_in_history(home),
+                      previous=previous, lag=lag, now=now, policy=policy)
+    if decision.progress is not None:
+        write_atomic(home.fs, home.p(*MEMORY), dump_json(decision.progress.to_dict()))
+    log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)
+    if decision.action in (Action.NOTHING, Action.WAIT_BACKOFF):
+        return WatchdogResult(decision.action.value, decision.reason, lag)
+    if decision.action is Action.GIVE_UP:
+        with recorded_operation(home, "watchdog-give-up", {"reason": decision.reason}, by=by, lock=False) as record:
+            record["result"] = "failed"
+            record["error"] = decision.reason
+        raise JobStateError(f"job {home.url}: {decision.reason}")
+    version = str((status or {}).get("app_version") or home.spec().get("version") or "")
+    args = {"reason": decision.reason, "action": decision.action.value, "version": version}
+    # Not under the job lock: the restart's submit takes it (and so does the new driver's start).
+    with recorded_operation(home, RESTART_OPERATION, args, by=by, lock=False) as record:
+        if decision.action is Action.KILL_AND_RESTART:
+            _stop_at_once(home, record["by"], kill_timeout)
+        started = restart(home, version)
+        record["after"] = started
+    return WatchdogResult(decision.action.value, decision.reason, lag, started)
+
+
+def _stop_at_once(home: JobHome, by: str, kill_timeout: float) -> None:
+    """Stop a stuck driver: the kill request first (its batch re-runs on restart), then SIGKILL on this host."""
+    home.request_stop(by, mode=STOP_MODE_KILL)
+    deadline = time.monotonic() + kill_timeout
+    while time.monotonic() < deadline:
+        if (home.status() or {}).get("state") in (STOPPED, FAILED):
+            return
+        time.sleep(1.0)
+    status = home.status() or {}
+    pid = status.get("pid")
+    if status.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0:
+        log.warning("job %s: the stuck driver (pid %s) did not answer the kill request; sending SIGKILL", home.url, pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _wait_gone(pid, 15.0)
+        # The driver can no longer say how it ended: record it, so nothing mistakes it for a live one.
+        ended = {**status, "state": FAILED, "error": f"killed by the watchdog (pid {pid}): stuck",
+                 "stopped_at": datetime.now(UTC).isoformat()}
+        write_atomic(home.fs, home.p("status.json"), dump_json(ended))
+        return
+    raise OperationIncompleteError(
+        f"job {home.url}: the stuck driver did not answer the kill request within {kill_timeout:.0f}s and runs on "
+        f"{status.get('host')} (pid {pid}): kill it there; the request stays in control/stop")
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
