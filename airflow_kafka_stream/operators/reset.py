@@ -40,7 +40,8 @@ class StreamResetOperator(BaseOperator):
     :param group: the consumer group (default: the job's). Templated.
     """
 
-    template_fields: Sequence[str] = ("job_home", "strategy", "value", "topics", "export", "group")
+    template_fields: Sequence[str] = ("job_home", "strategy", "value", "topics", "export", "group", "execute_reset",
+                                      "drop_state")
 
     def __init__(self, *, job_home: str, strategy: str, value: str | None = None,
                  topics: Sequence[str] | None = None, timezone: str | None = None, strict: bool = False,
@@ -65,8 +66,12 @@ class StreamResetOperator(BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        from airflow_kafka_stream.operators.flags import as_flag
         from airflow_kafka_stream.ops import reset
 
+        # Rendered from params, a switch arrives as text: "False" must never read as true.
+        self.execute_reset = as_flag(self.execute_reset, "execute")
+        self.drop_state = as_flag(self.drop_state, "drop_state")
         check_strategy(self.strategy, self.value)
         request = reset.ResetRequest(self.strategy, self.value or None, [t for t in self.topics if t],
                                      self.timezone, self.strict)

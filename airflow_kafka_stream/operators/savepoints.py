@@ -57,7 +57,7 @@ class StreamRestoreOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_kafka_stream.operators.upgrade import as_flag
+        from airflow_kafka_stream.operators.flags import as_flag
         from airflow_kafka_stream.ops.savepoints import restore
 
         if not as_flag(self.enabled, "enabled"):

@@ -44,7 +44,7 @@ class StreamStopOperator(BaseOperator):
         savepoint it may roll back to, and unpins it when done).
     """
 
-    template_fields: Sequence[str] = ("job_home", "app_version")
+    template_fields: Sequence[str] = ("job_home", "app_version", "savepoint", "timeout_seconds", "on_timeout")
 
     def __init__(self, *, job_home: str, savepoint: bool = True, app_version: str | None = None,
                  timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
@@ -53,10 +53,6 @@ class StreamStopOperator(BaseOperator):
                  pin_reason: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pin_reason = pin_reason
-        if on_timeout not in ON_TIMEOUT:
-            raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}")
-        if not timeout_seconds > 0 or not kill_timeout_seconds > 0 or not poll_seconds > 0:
-            raise InvalidInputError("timeout_seconds, kill_timeout_seconds and poll_seconds must be positive")
         self.job_home = job_home
         self.savepoint = savepoint
         self.app_version = app_version
@@ -66,6 +62,24 @@ class StreamStopOperator(BaseOperator):
         self.poll_seconds = poll_seconds
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
+        if "{{" not in f"{on_timeout}{timeout_seconds}":
+            self._check()
+
+    def _check(self) -> None:
+        """Refuse bad arguments, naming them (at parse time, and again once templates are rendered)."""
+        if self.on_timeout not in ON_TIMEOUT:
+            raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {self.on_timeout!r}")
+        try:
+            self.timeout_seconds = float(self.timeout_seconds)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"timeout_seconds must be a number of seconds, got {self.timeout_seconds!r}") \
+                from None
+        if not self.timeout_seconds > 0 or not self.kill_timeout_seconds > 0 or not self.poll_seconds > 0:
+            raise InvalidInputError("timeout_seconds, kill_timeout_seconds and poll_seconds must be positive")
+        if isinstance(self.savepoint, str):
+            from airflow_kafka_stream.operators.flags import as_flag
+
+            self.savepoint = as_flag(self.savepoint, "savepoint")
 
     def _home(self):
         return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
@@ -73,6 +87,7 @@ class StreamStopOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_kafka_stream.ops.stop import complete_stop, request_stop
 
+        self._check()
         home = self._home()
         asked = request_stop(home)
         if not asked["was_running"]:

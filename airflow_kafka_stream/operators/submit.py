@@ -123,7 +123,7 @@ class StreamSubmitOperator(BaseOperator):
         return self.execute_complete(context, event, submitted=result.to_dict())
 
     def _arguments(self, kafka: dict[str, Any]) -> list[str]:
-        if self.application_args is not None:
+        if self.application_args:
             return [str(arg) for arg in self.application_args]
         if self.application:
             return []

@@ -24,8 +24,9 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
@@ -34,18 +35,6 @@ from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 STOP, RESTORE, SUBMIT, HEALTH = "stop_with_savepoint", "restore_without_state", "submit_new_version", "health_gate"
 ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version", "rollback_restore_savepoint",
                                                     "rollback_submit_previous_version")
-
-
-def as_flag(value: bool | str, name: str) -> bool:
-    """A switch given as a bool or as a rendered template ("True", "false", ...)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", "none", ""):
-        return False
-    raise InvalidInputError(f"{name} must be true or false, got {value!r}")
 
 
 class RollbackStopOperator(StreamStopOperator):

@@ -31,7 +31,7 @@ class StreamJobHealthSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("job_home", "newer_than")
+    template_fields: Sequence[str] = ("job_home", "newer_than", "min_batches", "window_seconds")
 
     def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", min_batches: int = 1,
                  window_seconds: float = 60.0, lag_tolerance: int = 0, newer_than: str | None = None,
@@ -42,10 +42,11 @@ class StreamJobHealthSensor(BaseSensorOperator):
         if self.mode == "reschedule":
             raise InvalidInputError("the health sensor keeps lag samples between pokes: use mode='poke' or "
                                     "deferrable=True, not mode='reschedule'")
-        try:
-            HealthSpec(min_batches, window_seconds, lag_tolerance)
-        except ValueError as exc:
-            raise InvalidInputError(str(exc)) from None
+        if not isinstance(min_batches, str) and not isinstance(window_seconds, str):
+            try:
+                HealthSpec(min_batches, window_seconds, lag_tolerance)
+            except ValueError as exc:
+                raise InvalidInputError(str(exc)) from None
         self.job_home = job_home
         self.kafka_conn_id = kafka_conn_id
         self.min_batches = min_batches
@@ -59,9 +60,14 @@ class StreamJobHealthSensor(BaseSensorOperator):
 
     def _spec(self) -> HealthSpec:
         newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
-        return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer)
+        try:
+            return HealthSpec(int(self.min_batches), float(self.window_seconds), self.lag_tolerance, newer)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"health gate settings: {exc}") from None
 
     def execute(self, context: Context) -> Any:
+        spec = self._spec()  # rendered values checked before anything waits on them
+        self.min_batches, self.window_seconds = spec.min_batches, spec.window_seconds
         if not self.deferrable:
             return super().execute(context)
         self.defer(

@@ -1,0 +1,40 @@
+"""Validated run parameters the example DAGs share (Airflow's form and the REST API check them).
+
+Defaults come from the environment so one Airflow deployment can point the
+examples at its job without editing them: ``STREAM_JOB_HOME``, ``STREAM_TOPICS``
+(comma-separated), ``STREAM_GROUP``, ``STREAM_OUTPUT``, ``STREAM_APP_VERSION``.
+Runs triggered from the UI, the CLI or the REST API have no logical date, so
+nothing here or in the example DAGs uses ``ds``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from airflow.sdk import Param
+
+from airflow_kafka_stream.core.reset_plan import StrategyKind
+
+STRATEGIES = [kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED] + ["to-savepoint"]
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def job_home() -> Param:
+    return Param(_env("STREAM_JOB_HOME", "/tmp/airflow-kafka-stream/jobs/orders"), type="string", minLength=1,
+                 title="Job home", description="The job's home directory: a path or a URL such as s3://bucket/jobs/x")
+
+
+def pipeline() -> dict[str, Param]:
+    """What the example pipeline reads and writes (ignored by your own application's arguments)."""
+    topics = [t for t in _env("STREAM_TOPICS", "orders").split(",") if t]
+    return {
+        "topics": Param(topics, type="array", items={"type": "string", "minLength": 1}, minItems=1,
+                        title="Topics", description="Topics the example pipeline reads"),
+        "group": Param(_env("STREAM_GROUP", "orders-pipeline"), type="string", minLength=1,
+                       title="Consumer group", description="Where each batch's offsets are committed"),
+        "output_path": Param(_env("STREAM_OUTPUT", "/tmp/airflow-kafka-stream/output/orders"), type="string",
+                             minLength=1, title="Output", description="The example pipeline's output directory"),
+    }

@@ -1,0 +1,34 @@
+"""Submit the streaming job: a detached driver, then wait (deferred) until it has committed batches."""
+
+from airflow.sdk import DAG, Param
+
+from airflow_kafka_stream import params
+from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+
+with DAG(
+    dag_id="stream_submit",
+    schedule=None,
+    catchup=False,
+    render_template_as_native_obj=True,
+    tags=["airflow-kafka-stream"],
+    params={
+        "job_home": params.job_home(),
+        "app_version": Param(params._env("STREAM_APP_VERSION", "1"), type="string", minLength=1,
+                             title="Application version"),
+        **params.pipeline(),
+        "starting_offsets": Param("earliest", enum=["earliest", "latest", "group"], title="Start of a fresh job",
+                                  description="Used only when the job has no checkpoint yet"),
+        "min_batches": Param(1, type="integer", minimum=0, title="Batches before success"),
+    },
+) as dag:
+    StreamSubmitOperator(
+        task_id="submit",
+        job_home="{{ params.job_home }}",
+        app_version="{{ params.app_version }}",
+        topics="{{ params.topics }}",
+        group="{{ params.group }}",
+        output_path="{{ params.output_path }}",
+        starting_offsets="{{ params.starting_offsets }}",
+        min_batches=1,
+        deferrable=True,
+    )

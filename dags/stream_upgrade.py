@@ -1,0 +1,44 @@
+"""Upgrade the streaming job: stop with a savepoint, start the new version, gate on its health, roll back.
+
+Trigger it from the UI (the form validates every field) or the REST API with ``conf``. Each step is its own
+task in the grid: a person sees where an upgrade stands and can clear one step to retry it.
+"""
+
+from airflow.sdk import DAG, Param
+
+from airflow_kafka_stream import params
+from airflow_kafka_stream.operators.upgrade import stream_upgrade_task_group
+
+with DAG(
+    dag_id="stream_upgrade",
+    schedule=None,
+    catchup=False,
+    render_template_as_native_obj=True,
+    tags=["airflow-kafka-stream"],
+    params={
+        "job_home": params.job_home(),
+        "new_version": Param(type="string", minLength=1, title="New application version"),
+        "application": Param(None, type=["null", "string"], title="Application file",
+                             description="The new version's PySpark file (empty: the package's example pipeline)"),
+        "application_args": Param([], type="array", items={"type": "string"}, title="Application arguments"),
+        **params.pipeline(),
+        "drop_state": Param(False, type="boolean", title="Drop operator state",
+                            description="Start a fresh checkpoint at the savepoint's offsets (incompatible query)"),
+        "health_batches": Param(3, type="integer", minimum=1, title="Batches the new version must commit"),
+        "health_window_seconds": Param(60, type="integer", minimum=0, title="Seconds its lag must not grow"),
+        "rollback": Param(True, type="boolean", title="Roll back on failure"),
+    },
+) as dag:
+    stream_upgrade_task_group(
+        job_home="{{ params.job_home }}",
+        new_version="{{ params.new_version }}",
+        application="{{ params.application }}",
+        application_args="{{ params.application_args }}",
+        topics="{{ params.topics }}",
+        group="{{ params.group }}",
+        output_path="{{ params.output_path }}",
+        drop_state="{{ params.drop_state }}",
+        health_batches="{{ params.health_batches }}",
+        health_window_seconds="{{ params.health_window_seconds }}",
+        rollback="{{ params.rollback }}",
+    )
