@@ -8,10 +8,12 @@ in. Rules, checked in order; the first that applies decides:
 1. The job failed or its driver died (``core.job_watch``): unhealthy.
 2. It has not committed ``min_batches`` batches in this run: wait, and past
    the deadline it is unhealthy (it never got going).
-3. Then lag is watched for ``window_seconds``: if the lag at the end is above
-   the lag at the start (and above ``lag_tolerance``), the job is falling
-   behind: unhealthy. If there was lag to consume and no batch was committed
-   during the window, it consumes nothing: unhealthy. Otherwise healthy.
+3. If records waited for a whole ``window_seconds`` while it ran and no batch
+   was committed, it consumes nothing: unhealthy (whether or not it reached
+   ``min_batches``).
+4. Once it has, lag is watched for ``window_seconds``: if the lag at the end
+   is above the lag at the start (and above ``lag_tolerance``), the job falls
+   behind: unhealthy. Otherwise healthy.
 """
 
 from __future__ import annotations
@@ -66,20 +68,25 @@ def total_lag(last_offsets: Mapping[str, Mapping[str, int]] | None, highs: Mappi
 
 def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample], spec: HealthSpec, now: datetime,
                  deadline_passed: bool) -> Verdict:
-    """Healthy (SUCCESS), unhealthy (FAILED) or not known yet (WAITING)."""
-    # 1 and 2: the start itself.
+    """Healthy (SUCCESS), unhealthy (FAILED) or not known yet (WAITING).
+
+    ``samples`` are taken while the job is RUNNING, before and after it reaches ``min_batches``.
+    """
     started = judge(status, spec.watch(), now)
-    if started.outcome is Outcome.FAILED:
+    if started.outcome is Outcome.FAILED:  # 1
         return started
-    if started.outcome is Outcome.WAITING:
+    stalled = _consumes_nothing(samples, spec)
+    if stalled is not None:  # 3, before the batches are even there
+        return stalled
+    if started.outcome is Outcome.WAITING:  # 2
         if deadline_passed:
             return Verdict(Outcome.FAILED, f"not healthy in time: {started.message} (needs RUNNING with "
                                            f"{spec.min_batches} batch(es) committed)")
         return started
-    # 3: the lag window, from the first sample taken once the batches were there.
-    if not samples:
+    gated = [sample for sample in samples if sample.batches >= spec.min_batches]
+    if not gated:
         return Verdict(Outcome.WAITING, "running; watching the lag")
-    first, last = samples[0], samples[-1]
+    first, last = gated[0], gated[-1]
     if (last.at - first.at).total_seconds() < spec.window_seconds:
         if deadline_passed:
             return Verdict(Outcome.FAILED, f"the lag window of {spec.window_seconds:.0f}s did not complete in time")
@@ -88,8 +95,26 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
     if last.lag > first.lag and last.lag > spec.lag_tolerance:
         return Verdict(Outcome.FAILED, f"lag grew from {first.lag} to {last.lag} over {spec.window_seconds:.0f}s: "
                                        "the job falls behind its input")
+    return _consumes_nothing(gated, spec) or Verdict(
+        Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag {last.lag} "
+                         f"(was {first.lag} {spec.window_seconds:.0f}s before)")
+
+
+def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
+    """Records waited for a whole window and not one batch was committed."""
+    if not samples:
+        return None
+    first, last = samples[0], samples[-1]
+    if (last.at - first.at).total_seconds() < max(spec.window_seconds, 1.0):
+        return None
     if first.lag > 0 and last.batches <= first.batches:
-        return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in {spec.window_seconds:.0f}s "
-                                       f"while {first.lag} record(s) wait: it consumes nothing")
-    return Verdict(Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag {last.lag} "
-                                    f"(was {first.lag} {spec.window_seconds:.0f}s before)")
+        return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in "
+                                       f"{(last.at - first.at).total_seconds():.0f}s while {first.lag} record(s) "
+                                       "wait: it consumes nothing")
+    return None
+
+
+def judge_started(status: Mapping[str, Any] | None, spec: HealthSpec, now: datetime) -> bool:
+    """Whether ``status`` is this run's and the job is RUNNING with a fresh heartbeat: a lag sample counts."""
+    verdict = judge(status, WatchSpec.of(["RUNNING"], 0, spec.newer_than, spec.max_heartbeat_age), now)
+    return verdict.outcome is Outcome.SUCCESS

@@ -16,7 +16,7 @@ from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
-from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
+from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger, driver_exited
 
 
 class StreamSubmitOperator(BaseOperator):
@@ -115,11 +115,11 @@ class StreamSubmitOperator(BaseOperator):
                 trigger=StreamJobStateTrigger(
                     job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches,
                     newer_than=newer_than, storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-                    timeout_seconds=self.timeout_seconds),
+                    timeout_seconds=self.timeout_seconds, driver_pid=result.pid, driver_host=result.host),
                 method_name="execute_complete",
                 kwargs={"submitted": result.to_dict()},
             )
-        event = self._wait_here(home, newer_than)
+        event = self._wait_here(home, newer_than, result.pid, result.host)
         return self.execute_complete(context, event, submitted=result.to_dict())
 
     def _arguments(self, kafka: dict[str, Any]) -> list[str]:
@@ -145,13 +145,17 @@ class StreamSubmitOperator(BaseOperator):
                              name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
 
     # -- waiting -------------------------------------------------------------------------------------------
-    def _wait_here(self, home, newer_than: str | None) -> dict[str, Any]:
+    def _wait_here(self, home, newer_than: str | None, pid: int | None, host: str | None) -> dict[str, Any]:
         """The non-deferrable wait: the trigger's rules, in this worker slot."""
         spec = WatchSpec.of(["RUNNING"], self.min_batches, datetime.fromisoformat(newer_than) if newer_than else None)
         deadline = time.monotonic() + self.timeout_seconds
         while True:
+            exited = driver_exited(pid, host)
             status, now = home.status(), datetime.now(UTC)
             verdict = judge(status, spec, now)
+            if exited and not verdict.done:
+                return {"status": "failed", "job": summary(status, now),
+                        "message": f"the driver process (pid {pid}) exited before the job reported RUNNING"}
             if verdict.done or time.monotonic() >= deadline:
                 outcome = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "timeout")
                 return {"status": outcome, "message": verdict.message, "job": summary(status, now)}

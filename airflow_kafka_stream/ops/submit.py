@@ -52,6 +52,7 @@ class SubmitResult:
     submitted_at: str
     pid: int | None = None
     driver_log: str | None = None
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,7 +157,8 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
         if submission is not None:
             write_atomic(home.fs, submission_path(home, str(app_version)),
                          dump_json({**submission, "app_version": str(app_version), "submitted_at": now.isoformat()}))
-        result = SubmitResult("launched", decision.reason, str(app_version), now.isoformat(), driver.pid, driver.log)
+        result = SubmitResult("launched", decision.reason, str(app_version), now.isoformat(), driver.pid, driver.log,
+                              driver.host)
         record["after"] = result.to_dict()
         return result
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started
 from airflow_kafka_stream.core.job_watch import Outcome, summary
 
 
@@ -98,8 +98,7 @@ class StreamJobHealthTrigger(BaseTrigger):
             try:
                 status = await asyncio.to_thread(read_status, self.job_home, self.storage_conn_id)
                 now = datetime.now(UTC)
-                if status and status.get("state") == "RUNNING" and (
-                        status.get("batches_this_run") or 0) >= spec.min_batches:
+                if status and status.get("state") == "RUNNING" and judge_started(status, spec, now):
                     samples.append(await asyncio.to_thread(lag_sample, self.kafka_conn_id, self.job_home, status,
                                                            now))
             except Exception as exc:  # noqa: BLE001 - the event carries the reason

@@ -31,12 +31,18 @@ class StreamJobStateTrigger(BaseTrigger):
     :param poll_seconds: how often to read the status.
     :param timeout_seconds: how long to wait before yielding a ``timeout`` event.
     :param max_heartbeat_age: seconds without a heartbeat after which a running job counts as dead.
+    :param driver_pid: the pid of a driver just launched on ``driver_host``: when it exits before the job
+        reports what is awaited (a broken application that never writes a status), the wait fails at once.
+    :param driver_host: the host of ``driver_pid``.
     """
 
     def __init__(self, job_home: str, target_states: list[str], min_batches: int = 0,
                  newer_than: str | None = None, storage_conn_id: str | None = None, poll_seconds: float = 5.0,
-                 timeout_seconds: float = 600.0, max_heartbeat_age: float = 30.0) -> None:
+                 timeout_seconds: float = 600.0, max_heartbeat_age: float = 30.0, driver_pid: int | None = None,
+                 driver_host: str | None = None) -> None:
         super().__init__()
+        self.driver_pid = driver_pid
+        self.driver_host = driver_host
         self.job_home = job_home
         self.target_states = list(target_states)
         self.min_batches = min_batches
@@ -58,6 +64,8 @@ class StreamJobStateTrigger(BaseTrigger):
                 "poll_seconds": self.poll_seconds,
                 "timeout_seconds": self.timeout_seconds,
                 "max_heartbeat_age": self.max_heartbeat_age,
+                "driver_pid": self.driver_pid,
+                "driver_host": self.driver_host,
             },
         )
 
@@ -88,6 +96,14 @@ class StreamJobStateTrigger(BaseTrigger):
                 return
             now = datetime.now(UTC)
             verdict = judge(status, spec, now)
+            if not verdict.done and driver_exited(self.driver_pid, self.driver_host):
+                status = await asyncio.to_thread(self._read_status)  # it may have reported just before exiting
+                verdict = judge(status, spec, now)
+                if not verdict.done:
+                    yield TriggerEvent({"status": "failed", "job": summary(status, now), "message": (
+                        f"the driver process (pid {self.driver_pid}) exited before the job reported "
+                        f"{'/'.join(self.target_states)}: {verdict.message}")})
+                    return
             if verdict.done:
                 state = "success" if verdict.outcome is Outcome.SUCCESS else "failed"
                 yield TriggerEvent({"status": state, "message": verdict.message, "job": summary(status, now)})
@@ -101,3 +117,28 @@ class StreamJobStateTrigger(BaseTrigger):
                 return
             self.log.info("job %s: %s", self.job_home, verdict.message)
             await asyncio.sleep(self.poll_seconds)
+
+
+def driver_exited(pid: int | None, host: str | None) -> bool:
+    """Whether a driver launched on this host has exited (False when it cannot be told from here)."""
+    import os
+    import socket
+
+    if not pid or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    # A child of this process that exited stays a zombie until reaped: reap it, or read its state.
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        return done == pid
+    except ChildProcessError:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                return stat.read().split(") ", 1)[1].startswith("Z")
+        except (OSError, IndexError):
+            return False

@@ -41,6 +41,9 @@ CASES = [
      "committing batches but losing ground is unhealthy"),
     ("consumes-nothing", status(), samples((0, 10, 3), (30, 10, 3)), False, Outcome.FAILED, "consumes nothing",
      "records wait and no batch was committed in the window"),
+    ("stalled-before-first-batch", status(batches=0), samples((0, 10, 0), (30, 12, 0)), False, Outcome.FAILED,
+     "consumes nothing", "running with records waiting and no batch for a whole window: no need to wait out the "
+     "deadline"),
     ("small-growth-tolerated", status(), samples((0, 2, 3), (30, 5, 4)), False, Outcome.SUCCESS, "healthy",
      "within lag_tolerance=10, jitter of a busy topic is not growth"),
 ]
