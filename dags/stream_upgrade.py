@@ -27,6 +27,8 @@ with DAG(
         "health_batches": Param(3, type="integer", minimum=1, title="Batches the new version must commit"),
         "health_window_seconds": Param(60, type="integer", minimum=0, title="Seconds its lag must not grow"),
         "rollback": Param(True, type="boolean", title="Roll back on failure"),
+        "stop_timeout_seconds": Param(300, type="integer", minimum=1, title="Seconds to finish a batch and stop"),
+        "health_timeout_seconds": Param(900, type="integer", minimum=1, title="Seconds the health gate may take"),
     },
 ) as dag:
     stream_upgrade_task_group(
@@ -41,4 +43,6 @@ with DAG(
         health_batches="{{ params.health_batches }}",
         health_window_seconds="{{ params.health_window_seconds }}",
         rollback="{{ params.rollback }}",
+        stop_timeout_seconds="{{ params.stop_timeout_seconds }}",
+        health_timeout_seconds="{{ params.health_timeout_seconds }}",
     )

@@ -7,7 +7,8 @@ in. Rules, checked in order; the first that applies decides:
 
 1. The job failed or its driver died (``core.job_watch``): unhealthy.
 2. It has not committed ``min_batches`` batches in this run: wait, and past
-   the deadline it is unhealthy (it never got going).
+   the deadline it is unhealthy (it never got going) unless it ran caught up
+   (lag 0) for a whole window: with no input there is no batch to commit.
 3. If records waited for a whole ``window_seconds`` while it ran and no batch
    was committed, it consumes nothing: unhealthy (whether or not it reached
    ``min_batches``).
@@ -79,6 +80,9 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
     if stalled is not None:  # 3, before the batches are even there
         return stalled
     if started.outcome is Outcome.WAITING:  # 2
+        idle = _idle(samples, spec)
+        if idle is not None:
+            return idle
         if deadline_passed:
             return Verdict(Outcome.FAILED, f"not healthy in time: {started.message} (needs RUNNING with "
                                            f"{spec.min_batches} batch(es) committed)")
@@ -98,6 +102,15 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
     return _consumes_nothing(gated, spec) or Verdict(
         Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag {last.lag} "
                          f"(was {first.lag} {spec.window_seconds:.0f}s before)")
+
+
+def _idle(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
+    """Running and caught up for a whole window with nothing to read: no batch can prove more."""
+    if samples and (samples[-1].at - samples[0].at).total_seconds() >= max(spec.window_seconds, 1.0) and all(
+            sample.lag == 0 for sample in samples):
+        return Verdict(Outcome.SUCCESS, f"healthy: RUNNING and caught up (lag 0) for "
+                                        f"{spec.window_seconds:.0f}s; no input arrived to commit batches on")
+    return None
 
 
 def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:

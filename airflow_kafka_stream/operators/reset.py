@@ -52,7 +52,7 @@ class StreamResetOperator(BaseOperator):
         self.job_home = job_home
         self.strategy = strategy
         self.value = value
-        self.topics = list(topics or [])
+        self.topics = topics  # a template renders to a list only at run time
         self.timezone = timezone
         self.strict = strict
         self.execute_reset = execute
@@ -73,7 +73,9 @@ class StreamResetOperator(BaseOperator):
         self.execute_reset = as_flag(self.execute_reset, "execute")
         self.drop_state = as_flag(self.drop_state, "drop_state")
         check_strategy(self.strategy, self.value)
-        request = reset.ResetRequest(self.strategy, self.value or None, [t for t in self.topics if t],
+        from airflow_kafka_stream.operators.submit import as_list
+
+        request = reset.ResetRequest(self.strategy, self.value or None, [t for t in as_list(self.topics) if t],
                                      self.timezone, self.strict)
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         ctx = hook.context(group=self.group)

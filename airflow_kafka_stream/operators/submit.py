@@ -35,8 +35,10 @@ class StreamSubmitOperator(BaseOperator):
     :param job_home: the job's home directory (path or URL). Templated.
     :param app_version: the application version submitted (recorded in job.json and savepoints). Templated.
     :param application: the PySpark file to run (default: the package's example pipeline). Templated.
-    :param application_args: arguments of ``application``; for the example pipeline they are built from
-        ``topics``, ``group``, ``output_path`` and ``starting_offsets``. Templated.
+    :param application_args: arguments of ``application``. Without them, when ``topics``, ``group`` and
+        ``output_path`` are given, the application gets the example pipeline's arguments (``--home``,
+        ``--bootstrap``, ``--topic``, ``--group``, ``--output``, ``--app-version``, ``--starting-offsets``), so a
+        version of your own that takes the same arguments drops in. Templated.
     :param topics: topics the example pipeline reads. Templated.
     :param group: consumer group the example pipeline commits to. Templated.
     :param output_path: the example pipeline's output directory. Templated.
@@ -70,8 +72,9 @@ class StreamSubmitOperator(BaseOperator):
         self.job_home = job_home
         self.app_version = app_version
         self.application = application
-        self.application_args = list(application_args) if application_args is not None else None
-        self.topics = list(topics or [])
+        # Kept as given: a template ("{{ params.topics }}") renders to a list only at run time.
+        self.application_args = application_args
+        self.topics = topics
         self.group = group
         self.output_path = output_path
         self.starting_offsets = starting_offsets
@@ -124,18 +127,18 @@ class StreamSubmitOperator(BaseOperator):
 
     def _arguments(self, kafka: dict[str, Any]) -> list[str]:
         if self.application_args:
-            return [str(arg) for arg in self.application_args]
-        if self.application:
-            return []
+            return [str(arg) for arg in as_list(self.application_args)]
         missing = [name for name, value in (("topics", self.topics), ("group", self.group), ("output_path", self.output_path))
                    if not value]
+        if self.application and missing:
+            return []  # your own application, which takes no standard arguments
         if missing:
             raise InvalidInputError(f"the example pipeline needs {', '.join(missing)}; pass them, or pass "
                                     "application and application_args for your own job")
         args = ["--home", self.job_home, "--bootstrap", str(kafka["bootstrap.servers"]), "--group", str(self.group),
                 "--output", str(self.output_path), "--app-version", str(self.app_version),
                 "--starting-offsets", self.starting_offsets]
-        for topic in self.topics:
+        for topic in as_list(self.topics):
             args += ["--topic", str(topic)]
         return args
 
@@ -197,3 +200,10 @@ class StreamSubmitOperator(BaseOperator):
             started = None
         info = home.generation_info(generation) or {}
         return (started or {}).get("offsets") if started else info.get("start_offsets")
+
+
+def as_list(value: Any) -> list[Any]:
+    """A list argument given as a list, a single value, or nothing."""
+    if value is None or value == "":
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]

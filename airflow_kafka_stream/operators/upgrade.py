@@ -132,9 +132,9 @@ def stream_upgrade_task_group(
     kafka_conn_id: str = "kafka_default",
     storage_conn_id: str | None = None,
     spark_conf: dict[str, Any] | None = None,
-    stop_timeout_seconds: float = 300.0,
+    stop_timeout_seconds: float | str = 300.0,
     start_timeout_seconds: float = 600.0,
-    health_timeout_seconds: float = 900.0,
+    health_timeout_seconds: float | str = 900.0,
     poll_seconds: float = 5.0,
     deferrable: bool = True,
 ) -> TaskGroup:
@@ -163,7 +163,7 @@ def stream_upgrade_task_group(
             task_id=HEALTH, kafka_conn_id=kafka_conn_id, min_batches=health_batches,
             window_seconds=health_window_seconds,
             newer_than=f"{{{{ ti.xcom_pull(task_ids='{group_id}.{SUBMIT}', key='submit')['submitted_at'] }}}}",
-            poke_interval=poll_seconds, timeout=health_timeout_seconds, deferrable=deferrable, mode="poke", **common)
+            poke_interval=poll_seconds, timeout_seconds=health_timeout_seconds, deferrable=deferrable, mode="poke", **common)
         submit >> health
         outcome = UpgradeOutcomeOperator(task_id="outcome", new_version=new_version, group_id=group_id,
                                          rollback=rollback, trigger_rule=TriggerRule.ALL_DONE, **common)

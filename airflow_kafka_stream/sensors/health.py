@@ -28,14 +28,15 @@ class StreamJobHealthSensor(BaseSensorOperator):
     :param lag_tolerance: lag (records) that never counts as growing.
     :param newer_than: ISO time; a status from a run started before it belongs to an earlier run. Templated.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param timeout_seconds: how long the whole check may take (a templated stand-in for ``timeout``).
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("job_home", "newer_than", "min_batches", "window_seconds")
+    template_fields: Sequence[str] = ("job_home", "newer_than", "min_batches", "window_seconds", "timeout_seconds")
 
     def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", min_batches: int = 1,
                  window_seconds: float = 60.0, lag_tolerance: int = 0, newer_than: str | None = None,
-                 storage_conn_id: str | None = None,
+                 storage_conn_id: str | None = None, timeout_seconds: float | str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -55,6 +56,7 @@ class StreamJobHealthSensor(BaseSensorOperator):
         self.newer_than = newer_than
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
+        self.timeout_seconds = timeout_seconds
         self._samples: list[LagSample] = []
         self._started: float | None = None
 
@@ -68,6 +70,11 @@ class StreamJobHealthSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         spec = self._spec()  # rendered values checked before anything waits on them
         self.min_batches, self.window_seconds = spec.min_batches, spec.window_seconds
+        if self.timeout_seconds is not None:
+            try:
+                self.timeout = float(self.timeout_seconds)
+            except (TypeError, ValueError):
+                raise InvalidInputError(f"timeout_seconds must be a number, got {self.timeout_seconds!r}") from None
         if not self.deferrable:
             return super().execute(context)
         self.defer(

@@ -1,6 +1,6 @@
 """Run the CLI and SIGKILL this process just before its Nth durable step (for crash tests only).
 
-A step is an atomic file write or a file deletion. With CRASH_AT_STEP=0 nothing is
+A step is an atomic file write, a streamed file copy or a file deletion. With CRASH_AT_STEP=0 nothing is
 killed and the number of steps is printed on stderr as ``STEPS=<n>``.
 """
 
@@ -12,6 +12,7 @@ import sys
 
 from fsspec.implementations.local import LocalFileSystem
 
+from airflow_kafka_stream.checkpoint import file_copy
 from airflow_kafka_stream.storage import files
 
 CRASH_AT = int(os.environ.get("CRASH_AT_STEP", "0"))
@@ -39,9 +40,18 @@ def _rm_file(self, path, **kwargs):
     return _real_rm_file(self, path, **kwargs)
 
 
-# Patched before the CLI imports the modules that bind write_atomic by name.
+_real_copy_file = file_copy.copy_file
+
+
+def _copy_file(*args, **kwargs):
+    _step()
+    return _real_copy_file(*args, **kwargs)
+
+
+# Patched before the CLI imports the modules that bind these by name (a streamed savepoint copy is a step too).
 files.write_atomic = _write
 LocalFileSystem.rm_file = _rm_file
+file_copy.copy_file = _copy_file
 
 if __name__ == "__main__":
     from airflow_kafka_stream import cli

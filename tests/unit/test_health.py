@@ -44,6 +44,8 @@ CASES = [
     ("stalled-before-first-batch", status(batches=0), samples((0, 10, 0), (30, 12, 0)), False, Outcome.FAILED,
      "consumes nothing", "running with records waiting and no batch for a whole window: no need to wait out the "
      "deadline"),
+    ("idle-before-first-batch", status(batches=0), samples((0, 0, 0), (30, 0, 0)), False, Outcome.SUCCESS,
+     "caught up", "no input for a whole window: a healthy job has no batch to commit"),
     ("small-growth-tolerated", status(), samples((0, 2, 3), (30, 5, 4)), False, Outcome.SUCCESS, "healthy",
      "within lag_tolerance=10, jitter of a busy topic is not growth"),
 ]

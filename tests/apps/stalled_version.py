@@ -1,0 +1,33 @@
+"""A version that starts and consumes nothing: RUNNING, heart-beating, but its first batch never finishes.
+
+Takes the example pipeline's arguments, so a test submits it where the example pipeline would run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from airflow_kafka_stream.jobs.example_pipeline import parse_args, spark_session
+from airflow_kafka_stream.ops.submit import client_config_from_env
+from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    config = StreamConfig(job_name=args.home.rstrip("/").rsplit("/", 1)[-1], bootstrap_servers=args.bootstrap,
+                          group_id=args.group, topics=list(args.topic), kafka_options=client_config_from_env(),
+                          app_version=args.app_version, sink_kind="idempotent", sink_path=args.output,
+                          heartbeat_seconds=args.heartbeat_seconds)
+    spark = spark_session(args.cores)
+    from pyspark.sql import functions as F
+
+    hang = F.udf(lambda value: time.sleep(3600) or value, "binary")
+    with StreamRuntime(spark, args.home, config) as runtime:
+        writer = runtime.read_stream().select(hang("value").alias("value")).writeStream.format("noop")
+        result = runtime.run(writer, query_name=config.job_name)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
