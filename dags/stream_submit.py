@@ -18,7 +18,8 @@ with DAG(
         **params.pipeline(),
         "starting_offsets": Param("earliest", enum=["earliest", "latest", "group"], title="Start of a fresh job",
                                   description="Used only when the job has no checkpoint yet"),
-        "min_batches": Param(1, type="integer", minimum=0, title="Batches before success"),
+        "min_batches": Param(1, type="integer", minimum=0, title="Batches before success",
+                             description="0 for a topic that may be idle: success once the job runs"),
     },
 ) as dag:
     StreamSubmitOperator(
@@ -29,6 +30,6 @@ with DAG(
         group="{{ params.group }}",
         output_path="{{ params.output_path }}",
         starting_offsets="{{ params.starting_offsets }}",
-        min_batches=1,
+        min_batches="{{ params.min_batches }}",
         deferrable=True,
     )

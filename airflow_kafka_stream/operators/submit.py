@@ -56,7 +56,7 @@ class StreamSubmitOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
-                                      "group", "output_path", "starting_offsets", "spark_conf")
+                                      "group", "output_path", "starting_offsets", "spark_conf", "min_batches")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
 
     def __init__(self, *, job_home: str, app_version: str, application: str | None = None,
@@ -86,13 +86,23 @@ class StreamSubmitOperator(BaseOperator):
         self.timeout_seconds = timeout_seconds
         self.poll_seconds = poll_seconds
         self.deferrable = deferrable
-        if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 0:
-            raise InvalidInputError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
+        if not isinstance(min_batches, str):
+            self._check_min_batches()
         if not timeout_seconds > 0 or not poll_seconds > 0:
             raise InvalidInputError("timeout_seconds and poll_seconds must be positive numbers of seconds")
 
+    def _check_min_batches(self) -> None:
+        try:
+            value = int(self.min_batches)
+        except (TypeError, ValueError):
+            value = -1
+        if isinstance(self.min_batches, bool) or value < 0 or str(value) != str(self.min_batches).strip():
+            raise InvalidInputError(f"min_batches must be a whole number >= 0, got {self.min_batches!r}")
+        self.min_batches = value
+
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
+        self._check_min_batches()
         from airflow_kafka_stream.ops.submit import recorded_submission
         from airflow_kafka_stream.storage.jobhome import JobHome
 

@@ -7,7 +7,8 @@ observe → decide → act, with every step visible in the grid and retryable:
    running and no rollback runs.
 2. ``restore_without_state`` (only with ``drop_state``): a new checkpoint generation seeded at the
    savepoint's offsets, for a query that changed incompatibly.
-3. ``submit_new_version``: the new version starts (from the current checkpoint, or the seeded generation).
+3. ``submit_new_version``: the new version starts (from the current checkpoint, or the seeded generation)
+   and reports RUNNING; whether it consumes is the health gate's to judge.
 4. ``health_gate``: it must run, commit ``health_batches`` batches and not fall behind for
    ``health_window_seconds`` (a version that runs but consumes nothing fails here).
 5. On a failure of 3 or 4, the rollback: ``rollback_stop_new_version`` (stopped at once if need be),
@@ -152,7 +153,7 @@ def stream_upgrade_task_group(
         submit = StreamSubmitOperator(
             task_id=SUBMIT, app_version=new_version, application=application, application_args=application_args,
             topics=topics, group=group, output_path=output_path, spark_conn_id=spark_conn_id,
-            kafka_conn_id=kafka_conn_id, spark_conf=spark_conf, min_batches=1, timeout_seconds=start_timeout_seconds,
+            kafka_conn_id=kafka_conn_id, spark_conf=spark_conf, min_batches=0, timeout_seconds=start_timeout_seconds,
             poll_seconds=poll_seconds, deferrable=deferrable, trigger_rule=TriggerRule.NONE_FAILED, **common)
         if drop_state is False:
             stop >> submit
