@@ -164,13 +164,22 @@ def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Ve
     return None
 
 
-def _stale(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> bool:
-    age = heartbeat_age(status, now)
+def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
+    """How old a heartbeat may be: ``floor``, or four of the job's own intervals for a slow-beating job."""
     interval = status.get("heartbeat_interval_seconds")
-    limit = spec.max_heartbeat_age
     if isinstance(interval, int | float) and not isinstance(interval, bool):
-        limit = max(limit, 4 * float(interval))  # a slow-beating job is not dead between two beats
-    return age is None or age > limit
+        return max(floor, 4 * float(interval))
+    return floor
+
+
+def is_stale(status: Mapping[str, Any], floor: float, now: datetime) -> bool:
+    """Whether the heartbeat is missing or older than :func:`heartbeat_limit`."""
+    age = heartbeat_age(status, now)
+    return age is None or age > heartbeat_limit(status, floor)
+
+
+def _stale(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> bool:
+    return is_stale(status, spec.max_heartbeat_age, now)
 
 
 def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime) -> Verdict:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, heartbeat_age
+from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, is_stale
 
 
 class SubmitAction(enum.StrEnum):
@@ -42,8 +42,7 @@ def decide_submit(*, status: Mapping[str, Any] | None, running_version: str | No
     """``launcher_alive``: whether the launch record's process still exists (None: cannot tell, e.g. another host)."""
     # 1. A live driver.
     if status and status.get("state") in ACTIVE_STATES:
-        age = heartbeat_age(status, now)
-        if age is not None and age <= max_heartbeat_age:
+        if not is_stale(status, max_heartbeat_age, now):
             if running_version == version:
                 return SubmitDecision(SubmitAction.WAIT, f"version {version} already runs (state "
                                                          f"{status.get('state')}, pid {status.get('pid')})")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, FAILED, RUNNING, STOPPED, heartbeat_age
+from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, FAILED, RUNNING, STOPPED, heartbeat_age, is_stale
 
 
 class Action(enum.StrEnum):
@@ -94,12 +94,8 @@ def _dead(status: Mapping[str, Any], policy: Policy, now: datetime) -> str | Non
     if status.get("state") == FAILED:
         return f"the job FAILED: {status.get('error') or 'no error recorded'}"
     if status.get("state") in ACTIVE_STATES:
-        age = heartbeat_age(status, now)
-        interval = status.get("heartbeat_interval_seconds")
-        limit = policy.max_heartbeat_age
-        if isinstance(interval, int | float) and not isinstance(interval, bool):
-            limit = max(limit, 4 * float(interval))
-        if age is None or age > limit:
+        if is_stale(status, policy.max_heartbeat_age, now):
+            age = heartbeat_age(status, now)
             return (f"the driver is gone: state {status.get('state')} but no heartbeat for "
                     f"{'ever' if age is None else f'{age:.0f}s'}")
     return None

@@ -60,6 +60,7 @@ class StreamWatchdogOperator(BaseOperator):
     def _restart(self, home, version: str, kafka: dict[str, Any]) -> dict[str, Any]:
         from airflow_kafka_stream.hooks.spark_driver import launch_driver
         from airflow_kafka_stream.ops.submit import recorded_submission, submit
+        from airflow_kafka_stream.ops.watchdog import CAUSE
 
         if not version:
             raise InvalidInputError(f"job {self.job_home} records no application version to restart")
@@ -72,6 +73,7 @@ class StreamWatchdogOperator(BaseOperator):
                                  spark_conf=recorded.get("spark_conf") or {}, kafka=kafka, log_path=log_path,
                                  name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
 
-        started = submit(home, version, launch, submission={k: v for k, v in recorded.items()
-                                                             if k not in ("app_version", "submitted_at")})
+        # The same heartbeat limit as the decision: a driver the watchdog found dead is dead to the submit too.
+        started = submit(home, version, launch, max_heartbeat_age=self.policy.max_heartbeat_age, cause=CAUSE,
+                         submission={k: v for k, v in recorded.items() if k not in ("app_version", "submitted_at")})
         return started.to_dict()

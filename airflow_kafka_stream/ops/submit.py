@@ -127,16 +127,17 @@ def recorded_submission(home: JobHome, app_version: str) -> dict[str, Any]:
 
 def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriver], *, by: str | None = None,
            now: datetime | None = None, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0,
-           submission: Mapping[str, Any] | None = None) -> SubmitResult:
+           submission: Mapping[str, Any] | None = None, cause: str | None = None) -> SubmitResult:
     """Start the job's driver (``launch(log_path)``) unless a driver of ``app_version`` runs or starts.
 
     ``submission`` (application, arguments, settings, no secrets) is recorded under ``submissions/`` so
-    the same version can be started again later (a rollback, a watchdog restart).
+    the same version can be started again later (a rollback, a watchdog restart). ``cause`` says who
+    started it when it was not a person or a DAG's own submit (the watchdog counts its own restarts by it).
     """
     if not app_version or not str(app_version).strip():
         raise InvalidInputError("app_version is empty; give the application version being submitted")
     now = now or datetime.now(UTC)
-    with recorded_operation(home, "submit", {"app_version": app_version}, by=by) as record:
+    with recorded_operation(home, "submit", {"app_version": app_version, "cause": cause}, by=by) as record:
         status = home.status()
         previous = launch_record(home)
         decision = decide_submit(status=status, running_version=_running_version(home, status),

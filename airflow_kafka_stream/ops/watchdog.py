@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 MEMORY = ("control", "watchdog.json")
 RESTART_OPERATION = "watchdog-restart"
+CAUSE = "watchdog"
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,19 @@ class WatchdogResult:
         return asdict(self)
 
 
+#: Operations that start a new chapter: a deliberate submit, stop, restore or reset resets the restart budget.
+DELIBERATE = ("submit", "stop", "restore", "reset")
+
+
 def restarts_in_history(home: JobHome) -> list[datetime]:
-    """When the watchdog restarted the job (successful restarts only)."""
-    found = []
+    """When the watchdog restarted the job since the last deliberate operation (successful restarts only)."""
+    found: list[datetime] = []
     for record in home.history():
+        args = record.get("args") or {}
+        if record.get("operation") in DELIBERATE and record.get("result") == "ok" and args.get("cause") != CAUSE:
+            if record.get("operation") != "submit" or (record.get("after") or {}).get("action") == "launched":
+                found = []
+            continue
         if record.get("operation") == RESTART_OPERATION and record.get("result") == "ok":
             try:
                 found.append(datetime.fromisoformat(record["started_at"]))
@@ -103,6 +113,9 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
             _stop_at_once(home, record["by"], kill_timeout)
         started = restart(home, version)
         record["after"] = started
+        if started.get("action") != "launched":  # a driver came back meanwhile: nothing was restarted
+            record["result"] = "skipped"
+            return WatchdogResult(Action.NOTHING.value, f"{decision.reason}; but {started.get('reason')}", lag, started)
     return WatchdogResult(decision.action.value, decision.reason, lag, started)
 
 
