@@ -83,6 +83,12 @@ class StreamJobHook(BaseHook):
         home.require()
         return home
 
+    def status(self) -> dict[str, Any] | None:
+        """The job's last status; None before it reported one (a job just submitted may have no home yet)."""
+        from airflow_kafka_stream.storage.jobhome import JobHome
+
+        return JobHome(self.job_home, self.storage_options()).status()
+
     def context(self, group: str | None = None, checkpoint: str | None = None, sink_path: str | None = None,
                 need_kafka: bool = True):
         """The operation context (job home, current checkpoint, Kafka config, group) of the job."""

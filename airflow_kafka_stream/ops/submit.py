@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.files import dump_json, is_local, read_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.processes import process_alive
 
 #: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
 CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
@@ -92,22 +92,6 @@ def launch_record(home: JobHome) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def process_alive(record: Mapping[str, Any] | None) -> bool | None:
-    """Whether a launch record's process exists; None when it ran on another host (cannot tell from here)."""
-    if not record or record.get("host") != socket.gethostname():
-        return None
-    pid = record.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def submission_path(home: JobHome, app_version: str) -> str:
     home.savepoint_url(str(app_version))  # the same rule as a savepoint id: one path segment
     return home.p("submissions", f"{app_version}.json")
@@ -141,7 +125,7 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
         status = home.status()
         previous = launch_record(home)
         decision = decide_submit(status=status, running_version=_running_version(home, status),
-                                 launch_record=previous, launcher_alive=process_alive(previous),
+                                 launch_record=previous, launcher_alive=process_alive((previous or {}).get("pid"), (previous or {}).get("host")),
                                  version=str(app_version), now=now, max_heartbeat_age=max_heartbeat_age,
                                  start_grace_seconds=start_grace_seconds)
         record["before"] = {"state": (status or {}).get("state"), "launched": previous}

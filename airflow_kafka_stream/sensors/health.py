@@ -9,10 +9,10 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
 from airflow_kafka_stream.core.job_watch import Outcome, summary
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, lag_sample, read_status
+from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, read_status, sample_if_running
 
 
 class StreamJobHealthSensor(BaseSensorOperator):
@@ -88,8 +88,7 @@ class StreamJobHealthSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         status, now = read_status(self.job_home, self.storage_conn_id), datetime.now(UTC)
         spec = self._spec()
-        if status and status.get("state") == "RUNNING" and judge_started(status, spec, now):
-            self._samples.append(lag_sample(self.kafka_conn_id, self.job_home, status, now))
+        sample_if_running(self.kafka_conn_id, self.job_home, status, spec, now, self._samples)
         verdict = judge_health(status, self._samples, spec, now, deadline_passed=False)
         self.log.info("job %s: %s", self.job_home, verdict.message)
         if verdict.outcome is Outcome.FAILED:

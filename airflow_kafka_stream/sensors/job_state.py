@@ -60,11 +60,9 @@ class StreamJobStateSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.storage.jobhome import JobHome
 
         # A job just submitted may not have created its home yet: no status is a reason to wait, not to fail.
-        hook = StreamJobHook(self.job_home, None, self.storage_conn_id)
-        status = JobHome(self.job_home, hook.storage_options()).status()
+        status = StreamJobHook(self.job_home, None, self.storage_conn_id).status()
         now = datetime.now(UTC)
         verdict = judge(status, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age), now)
         self.log.info("job %s: %s", self.job_home, verdict.message)

@@ -36,6 +36,7 @@ from airflow_kafka_stream.storage.files import (
     url_to_fs,
     write_atomic,
 )
+from airflow_kafka_stream.storage.processes import process_alive
 
 GENERATION_WIDTH = 4
 
@@ -324,13 +325,4 @@ def _holder_is_dead(held: dict[str, Any]) -> bool:
 
     Locks of other hosts cannot be judged from here: they need `unlock`.
     """
-    pid = held.get("pid")
-    if held.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return process_alive(held.get("pid"), held.get("host")) is False

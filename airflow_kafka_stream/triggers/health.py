@@ -22,9 +22,15 @@ from airflow_kafka_stream.core.job_watch import Outcome, summary
 
 def read_status(job_home: str, storage_conn_id: str | None) -> dict[str, Any] | None:
     from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-    from airflow_kafka_stream.storage.jobhome import JobHome
 
-    return JobHome(job_home, StreamJobHook(job_home, None, storage_conn_id).storage_options()).status()
+    return StreamJobHook(job_home, None, storage_conn_id).status()
+
+
+def sample_if_running(kafka_conn_id: str, job_home: str, status: dict[str, Any] | None, spec: HealthSpec,
+                      now: datetime, samples: list[LagSample]) -> None:
+    """Add a lag sample while this run of the job is RUNNING with a fresh heartbeat."""
+    if status and status.get("state") == "RUNNING" and judge_started(status, spec, now):
+        samples.append(lag_sample(kafka_conn_id, job_home, status, now))
 
 
 def partition_highs(kafka_conn_id: str, job_home: str, last_offsets: dict[str, dict[str, int]]
@@ -98,9 +104,8 @@ class StreamJobHealthTrigger(BaseTrigger):
             try:
                 status = await asyncio.to_thread(read_status, self.job_home, self.storage_conn_id)
                 now = datetime.now(UTC)
-                if status and status.get("state") == "RUNNING" and judge_started(status, spec, now):
-                    samples.append(await asyncio.to_thread(lag_sample, self.kafka_conn_id, self.job_home, status,
-                                                           now))
+                await asyncio.to_thread(sample_if_running, self.kafka_conn_id, self.job_home, status, spec, now,
+                                        samples)
             except Exception as exc:  # noqa: BLE001 - the event carries the reason
                 yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}",
                                     "job": {"state": None}})

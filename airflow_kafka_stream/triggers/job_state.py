@@ -75,10 +75,8 @@ class StreamJobStateTrigger(BaseTrigger):
 
     def _read_status(self) -> dict[str, Any] | None:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.storage.jobhome import JobHome
 
-        options = StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options()
-        return JobHome(self.job_home, options).status()
+        return StreamJobHook(self.job_home, None, self.storage_conn_id).status()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
@@ -121,24 +119,6 @@ class StreamJobStateTrigger(BaseTrigger):
 
 def driver_exited(pid: int | None, host: str | None) -> bool:
     """Whether a driver launched on this host has exited (False when it cannot be told from here)."""
-    import os
-    import socket
+    from airflow_kafka_stream.storage.processes import process_alive
 
-    if not pid or host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    # A child of this process that exited stays a zombie until reaped: reap it, or read its state.
-    try:
-        done, _status = os.waitpid(pid, os.WNOHANG)
-        return done == pid
-    except ChildProcessError:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-                return stat.read().split(") ", 1)[1].startswith("Z")
-        except (OSError, IndexError):
-            return False
+    return process_alive(pid, host) is False
