@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["source", "runtime", "position", "control"]
+BENCHES = ["source", "runtime", "position", "control", "upgrade"]
 
 
 def main(argv: list[str]) -> int:
