@@ -28,7 +28,7 @@ def get_provider_info() -> dict:
             f"{_PACKAGE}.operators.{name}" for name in ("submit", "stop", "savepoints", "upgrade", "verify", "reset",
                                                          "watchdog")]}],
         "sensors": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health"]}],
+            f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync"]}],
         "triggers": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.triggers.job_state", f"{_PACKAGE}.triggers.health"]}],
+            f"{_PACKAGE}.triggers.job_state", f"{_PACKAGE}.triggers.health", f"{_PACKAGE}.triggers.group_sync"]}],
     }

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.test_exactly_once import PARTITIONS, Pipeline, events, group_offsets
@@ -99,6 +100,37 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
     assert outcome["executed"] is True and outcome["verified"] is True, json.dumps(outcome)[:2000]
     assert set(read_position(JobHome(home).checkpoint_url()).source_offsets(0).values()) == {0}
     assert group_offsets(kafka_bootstrap, group, topic) == {topic: {str(p): 0 for p in range(PARTITIONS)}}
+
+
+    # The group follows the checkpoint: the sync sensor passes deferred and poked, and fails when it does not.
+    synced = run_dag("aks_group_sync", dag_source("aks_group_sync", home, """
+    from airflow_kafka_stream.sensors.group_sync import StreamGroupSyncSensor
+    StreamGroupSyncSensor(task_id="deferred", job_home=HOME, deferrable=True, poke_interval=1, timeout=60)
+    StreamGroupSyncSensor(task_id="poked", job_home=HOME, deferrable=False, mode="poke", poke_interval=1, timeout=60)
+"""))
+    assert synced.tasks == {"deferred": "success", "poked": "success"}
+    assert synced.xcom("deferred")["in_sync"] and synced.xcom("poked")["partitions"] == PARTITIONS
+    from tests.integration.cli_helpers import commit_group
+
+    commit_group(kafka_bootstrap, group, {TopicPartition(topic, 0): 3})
+    drifted = run_dag("aks_group_drift", dag_source("aks_group_drift", home, """
+    from airflow_kafka_stream.sensors.group_sync import StreamGroupSyncSensor
+    StreamGroupSyncSensor(task_id="deferred", job_home=HOME, deferrable=True, poke_interval=1, timeout=3)
+"""))
+    assert drifted.tasks == {"deferred": "failed"}
+
+    # Housekeeping keeps the newest and a pinned savepoint, whatever the limits.
+    from airflow_kafka_stream.ops.savepoints import create, list_all, pin
+
+    made = [create(JobHome(home))["id"] for _ in range(3)]
+    pin(JobHome(home), made[0], "an upgrade may roll back to it")
+    pruned = run_dag("aks_housekeeping", dag_source("aks_housekeeping", home, """
+    from airflow_kafka_stream.operators.savepoints import StreamSavepointHousekeepingOperator
+    StreamSavepointHousekeepingOperator(task_id="prune", job_home=HOME, keep_last=1)
+"""))
+    assert pruned.tasks == {"prune": "success"}
+    assert pruned.xcom("prune")["deleted"] == [made[1]]
+    assert sorted(s["id"] for s in list_all(JobHome(home))) == sorted([made[0], made[2]])
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [
