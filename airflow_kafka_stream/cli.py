@@ -18,7 +18,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow_kafka_stream.errors import OperationIncompleteError, StreamError
@@ -244,7 +244,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import reset
 
     ctx = _context(args)
-    request = reset.request_from_args(args)
+    request = _reset_request(args)
     if not args.execute:
         plan = reset.plan(ctx, request)
         if args.export:
@@ -267,12 +267,66 @@ def _cmd_stop(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _reset_request(args: argparse.Namespace):
+    from airflow_kafka_stream.errors import InvalidInputError
+    from airflow_kafka_stream.ops.reset import ResetRequest
+
+    for attr, name in _STRATEGY_FLAGS.items():
+        value = getattr(args, attr, None)
+        if value is not None and value is not False:
+            return ResetRequest(name, None if value is True else str(value), list(args.topic or []),
+                                args.timezone, bool(args.strict))
+    raise InvalidInputError("choose a reset strategy, e.g. --to-current or --to-datetime 2026-11-22T10:00:00Z")
+
+
+#: reset's strategy flags -> strategy names understood by core.reset_plan.parse_strategy.
+_STRATEGY_FLAGS = {
+    "to_current": "to-current", "to_offset": "to-offset", "to_datetime": "to-datetime",
+    "to_earliest": "to-earliest", "to_latest": "to-latest", "shift_by": "shift-by",
+    "by_duration": "by-duration", "from_file": "from-file", "to_savepoint": "to-savepoint",
+}
+
+
+def _savepoint_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no savepoints)"
+    head = f"{'ID':<34} {'CREATED':<26} {'BATCH':>6} {'APP VERSION':<14} STATE"
+    body = [f"{r['id']:<34} {r['created_at'][:25]:<26} {r['batch_id']:>6} {str(r['app_version'])[:14]:<14} "
+            f"{r['state_store_provider'].rsplit('.', 1)[-1] if r['stateful'] and r['state_store_provider'] else '-'}"
+            for r in rows]
+    return "\n".join([head, *body])
+
+
 def _cmd_savepoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.core.reset_plan import parse_duration
+    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops import savepoints
 
     home = _home(args)
-    action: Callable[..., tuple[Any, str]] = getattr(savepoints, f"cli_{args.action}")
-    data, text = action(home, args)
+    sp_id = getattr(args, "savepoint_id", None)
+    if args.action == "create":
+        data = savepoints.create(home, app_version=args.app_version)
+        text = f"created savepoint {data['id']} at batch {data['batch_id']}: offsets {data['offsets']}"
+    elif args.action == "list":
+        data = savepoints.list_all(home)
+        text = _savepoint_table(data)
+    elif args.action == "show":
+        data = savepoints.show(home, sp_id)
+        text = "\n".join(f"{k:<22}{v}" for k, v in data.items())
+    elif args.action == "validate":
+        data = savepoints.validate(home, sp_id)
+        text = f"savepoint {data['id']}: all {data['files']} checksums match"
+    elif args.action == "delete":
+        data = savepoints.delete(home, sp_id)
+        text = f"deleted savepoint {data['deleted']}"
+    else:
+        if args.keep_last is None and args.keep_within is None:
+            raise InvalidInputError("prune needs --keep-last N and/or --keep-within DURATION (e.g. P7D)")
+        if args.keep_last is not None and args.keep_last < 1:
+            raise InvalidInputError(f"--keep-last must be at least 1 (the newest is always kept), got {args.keep_last}")
+        deleted = savepoints.prune(home, keep_last=args.keep_last,
+                                   max_age=parse_duration(args.keep_within) if args.keep_within else None)
+        data, text = {"deleted": deleted}, ("deleted " + ", ".join(deleted)) if deleted else "nothing to prune"
     _emit(args, data, text)
     return EXIT_OK
 

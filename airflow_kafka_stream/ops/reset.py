@@ -11,7 +11,6 @@ group cannot follow, the error says how to align it (`reset --to-current`).
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -42,14 +41,6 @@ from airflow_kafka_stream.storage.files import url_to_fs
 
 log = logging.getLogger(__name__)
 
-#: CLI flag -> strategy name understood by core.reset_plan.parse_strategy.
-_FLAGS = {
-    "to_current": "to-current", "to_offset": "to-offset", "to_datetime": "to-datetime",
-    "to_earliest": "to-earliest", "to_latest": "to-latest", "shift_by": "shift-by",
-    "by_duration": "by-duration", "from_file": "from-file", "to_savepoint": "to-savepoint",
-}
-
-
 @dataclass(frozen=True)
 class ResetRequest:
     """What the user asked for, before anything is looked up."""
@@ -59,15 +50,6 @@ class ResetRequest:
     scope: list[str] = field(default_factory=list)
     timezone: str | None = None
     strict: bool = False
-
-
-def request_from_args(args: argparse.Namespace) -> ResetRequest:
-    for attr, name in _FLAGS.items():
-        value = getattr(args, attr, None)
-        if value is not None and value is not False:
-            return ResetRequest(name, None if value is True else str(value), list(args.topic or []),
-                                args.timezone, bool(args.strict))
-    raise InvalidInputError("choose a reset strategy, e.g. --to-current or --to-datetime 2026-11-22T10:00:00Z")
 
 
 def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> ResetStrategy:

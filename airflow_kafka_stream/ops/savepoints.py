@@ -9,7 +9,6 @@ seeded with the savepoint's offsets (Flink's allowNonRestoredState).
 
 from __future__ import annotations
 
-import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,7 +24,6 @@ from airflow_kafka_stream.checkpoint.savepoints import (
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import to_nested
-from airflow_kafka_stream.core.reset_plan import parse_duration
 from airflow_kafka_stream.core.savepoint_manifest import Manifest
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
@@ -164,59 +162,34 @@ def restore_text(result: dict[str, Any]) -> str:
             "Start the job to continue from there.")
 
 
-# -- CLI adapters: each returns (data for --json, text for people) ---------------------------------------------------
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "(no savepoints)"
-    head = f"{'ID':<34} {'CREATED':<26} {'BATCH':>6} {'APP VERSION':<14} STATE"
-    body = [f"{r['id']:<34} {r['created_at'][:25]:<26} {r['batch_id']:>6} {str(r['app_version'])[:14]:<14} "
-            f"{r['state_store_provider'].rsplit('.', 1)[-1] if r['stateful'] and r['state_store_provider'] else '-'}"
-            for r in rows]
-    return "\n".join([head, *body])
+def _need_id(savepoint_id: str | None, action: str) -> str:
+    if not savepoint_id or not str(savepoint_id).strip():
+        raise InvalidInputError(f"savepoint {action} needs a savepoint id; list them with `savepoint list`")
+    return savepoint_id
 
 
-def _need_id(args: argparse.Namespace) -> str:
-    if not args.savepoint_id:
-        raise InvalidInputError(f"savepoint {args.action} needs a savepoint id; list them with `savepoint list`")
-    return args.savepoint_id
+def show(home: JobHome, savepoint_id: str) -> dict[str, Any]:
+    """What a savepoint's manifest says (refused for an unknown id)."""
+    return manifest_dict(read_manifest(home.savepoint_url(_need_id(savepoint_id, "show")), home.storage_options))
 
 
-def cli_create(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    result = create(home, app_version=args.app_version)
-    return result, f"created savepoint {result['id']} at batch {result['batch_id']}: offsets {result['offsets']}"
+def validate(home: JobHome, savepoint_id: str) -> dict[str, Any]:
+    """Check every file of a savepoint against its manifest's checksums; SavepointError names the first bad one."""
+    manifest = validate_savepoint(home.savepoint_url(_need_id(savepoint_id, "validate")), home.storage_options)
+    return {**manifest_dict(manifest), "checksums_match": True}
 
 
-def cli_list(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    rows = list_all(home)
-    return rows, _table(rows)
-
-
-def cli_show(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    data = manifest_dict(read_manifest(home.savepoint_url(_need_id(args)), home.storage_options))
-    return data, "\n".join(f"{k:<22}{v}" for k, v in data.items())
-
-
-def cli_validate(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    manifest = validate_savepoint(home.savepoint_url(_need_id(args)), home.storage_options)
-    return manifest_dict(manifest), f"savepoint {manifest.savepoint_id}: all {len(manifest.files)} checksums match"
-
-
-def cli_delete(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    savepoint_id = _need_id(args)
-    with recorded_operation(home, "savepoint-delete", {"savepoint": savepoint_id}) as record:
+def delete(home: JobHome, savepoint_id: str, by: str | None = None) -> dict[str, Any]:
+    """Delete one savepoint (refused for an unknown or pinned id)."""
+    savepoint_id = _need_id(savepoint_id, "delete")
+    with recorded_operation(home, "savepoint-delete", {"savepoint": savepoint_id}, by=by) as record:
         read_manifest(home.savepoint_url(savepoint_id), home.storage_options)  # refuses unknown ids
+        reason = pins(home).get(savepoint_id)
+        if reason:
+            raise JobStateError(f"savepoint {savepoint_id} is pinned ({reason}); it is deleted once that is over")
         delete_savepoint(home.savepoint_url(savepoint_id), home.storage_options)
         record["after"] = {"deleted": savepoint_id}
-    return {"deleted": savepoint_id}, f"deleted savepoint {savepoint_id}"
-
-
-def cli_prune(home: JobHome, args: argparse.Namespace) -> tuple[Any, str]:
-    if args.keep_last is None and args.keep_within is None:
-        raise InvalidInputError("prune needs --keep-last N and/or --keep-within DURATION (e.g. P7D)")
-    deleted = prune(home, keep_last=args.keep_last,
-                    max_age=parse_duration(args.keep_within) if args.keep_within else None)
-    return {"deleted": deleted}, ("deleted " + ", ".join(deleted)) if deleted else "nothing to prune"
+    return {"deleted": savepoint_id}
 
 
 def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | None = None,

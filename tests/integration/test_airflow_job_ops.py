@@ -131,6 +131,11 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
     assert pruned.tasks == {"prune": "success"}
     assert pruned.xcom("prune")["deleted"] == [made[1]]
     assert sorted(s["id"] for s in list_all(JobHome(home))) == sorted([made[0], made[2]])
+    from airflow_kafka_stream.errors import JobStateError
+    from airflow_kafka_stream.ops.savepoints import delete
+
+    with pytest.raises(JobStateError, match="pinned"):
+        delete(JobHome(home), made[0])
 
 
 @pytest.mark.parametrize(("kwargs", "named"), [
