@@ -16,7 +16,7 @@ from typing import BinaryIO
 import fsspec
 
 from airflow_kafka_stream.core.savepoint_manifest import sha256
-from airflow_kafka_stream.storage.files import is_local, temp_name
+from airflow_kafka_stream.storage.files import is_local, local_atomic_file
 
 #: The most any read holds in memory: large enough that per-call overhead (an object-store
 #: request, a syscall) is negligible, small enough for any control plane.
@@ -59,22 +59,8 @@ def copy_file(
 
 def _copy_local(reader: BinaryIO, target: str) -> str:
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    temp = temp_name(target)
-    try:
-        with open(temp, "wb") as out:
-            digest = sha256(_written(_chunks(reader), out))
-            out.flush()
-            os.fsync(out.fileno())
-        # A Hadoop checksum left beside the target would not match the new content: Spark fails reading it.
-        head, _, name = target.rpartition("/")
-        stale_crc = f"{head}/.{name}.crc"
-        if os.path.exists(stale_crc):
-            os.unlink(stale_crc)
-        os.replace(temp, target)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-    return digest
+    with local_atomic_file(target) as out:
+        return sha256(_written(_chunks(reader), out))
 
 
 def _copy_remote(reader: BinaryIO, target_fs: fsspec.AbstractFileSystem, target: str) -> str:

@@ -6,7 +6,9 @@ import json
 import os
 import re
 import uuid
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
 
 import fsspec
 from fsspec import AbstractFileSystem
@@ -108,10 +110,17 @@ def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str) -> None:
         fs.pipe_file(path, payload)
         return
     fs.makedirs(fs._parent(path), exist_ok=True)
+    with local_atomic_file(path) as handle:
+        handle.write(payload)
+
+
+@contextmanager
+def local_atomic_file(path: str) -> Iterator[BinaryIO]:
+    """A local file written under a temporary name, fsynced, then renamed over ``path`` (nothing on failure)."""
     temp = temp_name(path)
     try:
         with open(temp, "wb") as handle:
-            handle.write(payload)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         # A checksum left beside the target by Hadoop would no longer match: Spark fails reading it.
