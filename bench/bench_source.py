@@ -161,25 +161,31 @@ def source_rate(spark, bootstrap: str, topic: str, checkpoints: str, native: boo
     return rate
 
 
-def rate_source_rate(spark, checkpoints: str) -> float:
+def kafka_shaped_rate(spark, rows_per_batch: int, num_partitions: int, topic_partitions: int, value: bytes):
+    """Spark's I/O-free rate source shaped like kafka_stream's rows (key, value, topic, partition, offset...)."""
     from pyspark.sql import functions as F
 
-    parallelism = spark.sparkContext.defaultParallelism
-    df = (
+    return (
         spark.readStream.format("rate-micro-batch")
-        .option("rowsPerBatch", RECORDS // 4)
-        .option("numPartitions", parallelism)
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", num_partitions)
         .load()
         .select(
             F.format_string("%010d", "value").cast("binary").alias("key"),
-            F.lit(VALUE).alias("value"),
+            F.lit(value).alias("value"),
             F.lit("bench").alias("topic"),
-            (F.col("value") % PARTITIONS).cast("int").alias("partition"),
+            (F.col("value") % topic_partitions).cast("int").alias("partition"),
             F.col("value").alias("offset"),
             F.col("timestamp"),
             F.lit(0).alias("timestampType"),
         )
     )
+
+
+def rate_source_rate(spark, checkpoints: str) -> float:
+
+    parallelism = spark.sparkContext.defaultParallelism
+    df = kafka_shaped_rate(spark, RECORDS // 4, parallelism, PARTITIONS, VALUE)
     query = (
         df.writeStream.format("noop")
         .trigger(processingTime="0 seconds")

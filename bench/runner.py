@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["source", "runtime", "position", "control", "upgrade"]
+BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade", "cluster"]
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,8 @@
 """Upgrade the streaming job: stop with a savepoint, start the new version, gate on its health, roll back.
 
+By default the new version first comes up as a warm standby beside the running one and takes over once the
+old version stopped with its savepoint, so the downtime holds no driver start; ``standby`` off is the cold path.
+
 Trigger it from the UI (the form validates every field) or the REST API with ``conf``. Each step is its own
 task in the grid: a person sees where an upgrade stands and can clear one step to retry it.
 """
@@ -26,7 +29,15 @@ with DAG(
                             description="Start a fresh checkpoint at the savepoint's offsets (incompatible query)"),
         "health_batches": Param(3, type="integer", minimum=1, title="Batches the new version must commit"),
         "health_window_seconds": Param(60, type="integer", minimum=0, title="Seconds its lag must not grow"),
+        "health_startup_seconds": Param(300, type="integer", minimum=0,
+                                        title="Seconds its first batch may take before it counts as stalled"),
         "rollback": Param(True, type="boolean", title="Roll back on failure"),
+        "standby": Param(True, type="boolean", title="Warm standby",
+                         description="Start the new version beside the running one and hand over to it once the "
+                                     "old one stopped (short downtime); off: stop, then start it cold"),
+        "takeover_stopped": Param(False, type="boolean", title="Standby may take over a stopped job",
+                                  description="Let the standby take over even when the old version was not running "
+                                              "when the upgrade stopped it (it crashed or was stopped by someone)"),
         "stop_timeout_seconds": Param(300, type="integer", minimum=1, title="Seconds to finish a batch and stop"),
         "health_timeout_seconds": Param(900, type="integer", minimum=1, title="Seconds the health gate may take"),
     },
@@ -42,7 +53,10 @@ with DAG(
         drop_state="{{ params.drop_state }}",
         health_batches="{{ params.health_batches }}",
         health_window_seconds="{{ params.health_window_seconds }}",
+        health_startup_seconds="{{ params.health_startup_seconds }}",
         rollback="{{ params.rollback }}",
+        standby="{{ params.standby }}",
+        takeover_stopped="{{ params.takeover_stopped }}",
         stop_timeout_seconds="{{ params.stop_timeout_seconds }}",
         health_timeout_seconds="{{ params.health_timeout_seconds }}",
     )

@@ -25,6 +25,8 @@ class DagOutcome:
     state: str
     tasks: dict[str, str | None]
     xcoms: dict[tuple[str, str], Any]
+    #: Each task's rendered template fields as Airflow stored them (what the UI's "Rendered" tab shows).
+    rendered: dict[str, Any]
 
     def xcom(self, task_id: str, key: str = "return_value") -> Any:
         return self.xcoms.get((task_id, key))
@@ -46,6 +48,7 @@ def write_dag(dag_id: str, source: str) -> Path:
 def run_dag(dag_id: str, source: str | None = None, conf: dict | None = None, path: Path | None = None) -> DagOutcome:
     """Write (or take) a DAG file in the DAGs folder and run it once with ``dag.test``."""
     from airflow import settings
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.models.xcom import XComModel
 
     if source is not None:
@@ -56,8 +59,10 @@ def run_dag(dag_id: str, source: str | None = None, conf: dict | None = None, pa
     session = settings.Session()
     tasks = {ti.task_id: (str(ti.state) if ti.state else None) for ti in run.get_task_instances(session=session)}
     rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id).all()
-    return DagOutcome(str(run.state), tasks,
-                      {(row.task_id, row.key): row.value for row in rows})
+    rendered = session.query(RenderedTaskInstanceFields).filter(
+        RenderedTaskInstanceFields.dag_id == dag_id, RenderedTaskInstanceFields.run_id == run.run_id).all()
+    return DagOutcome(str(run.state), tasks, {(row.task_id, row.key): row.value for row in rows},
+                      {row.task_id: row.rendered_fields for row in rendered})
 
 
 def kafka_connection(bootstrap: str, **extra: Any) -> str:

@@ -33,6 +33,9 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(AIRFLOW_HOME / "dags")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
+# ... but our own operators, sensors and hooks log at INFO, so tests see (and check for secrets) what users see.
+os.environ["AIRFLOW__LOGGING__NAMESPACE_LEVELS"] = ("airflow.task.operators.airflow_kafka_stream=INFO "
+                                                     "airflow.task.hooks.airflow_kafka_stream=INFO")
 (AIRFLOW_HOME / "dags").mkdir()
 atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 
@@ -99,3 +102,48 @@ def airflow_db():
     done = subprocess.run([str(airflow), "db", "migrate"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     yield AIRFLOW_HOME
+
+
+@pytest.fixture(scope="module")
+def airflow_stack(kafka_bootstrap, tmp_path_factory):
+    """The full Airflow stack (api-server, scheduler, dag-processor, triggerer) on SQLite with the example DAGs.
+
+    Its Kafka connection carries a SASL password (unused by the PLAINTEXT broker) that must never show anywhere.
+    """
+    import json as _json
+
+    from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack
+
+    home = tmp_path_factory.mktemp("airflow-stack")
+    extra = {"AIRFLOW_CONN_KAFKA_DEFAULT": _json.dumps({"conn_type": "kafka", "extra": {
+                 "bootstrap.servers": kafka_bootstrap, "sasl.username": "svc-stream", "sasl.password": STACK_SECRET}}),
+             "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"})}
+    stack = start_airflow_stack(home, ROOT / "dags", extra_env=extra)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+#: A secret in the stack's Kafka connection: tests assert it appears on no page and in no API answer.
+STACK_SECRET = "s3cr3t-" + "stack-Pq7"
+
+
+@pytest.fixture(scope="module")
+def spark_cluster():
+    """A Spark standalone cluster on loopback: a master and two workers of one core each (pyspark's spark-class)."""
+    from airflow_kafka_stream.devstack.spark_cluster import start_local_cluster
+
+    cluster = start_local_cluster(workers=2, cores_per_worker=1, worker_memory="1g")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def executor_environment() -> str:
+    """This environment packed for executors (--archives); cached by content across runs."""
+    from airflow_kafka_stream.cluster.environment import pack_executor_environment
+
+    return str(pack_executor_environment())

@@ -121,7 +121,7 @@ def _state_findings(fs: fsspec.AbstractFileSystem, root: str, relative: list[str
         except (KeyError, IndexError, ValueError, zipfile.BadZipFile) as exc:
             findings.append(Finding(Severity.ERROR, join(store_path, base_name),
                                     f"unreadable RocksDB checkpoint ({exc}); Spark cannot load this state: "
-                                    "restore from a savepoint, or drop state (reset/restore --drop-state)"))
+                                    "restore from a savepoint, or drop state (a reset or restore with drop_state)"))
             continue
         findings += missing_ssts(store_path, base_name, listed, by_dir.get(f"{store}/SSTs", []))
     return findings

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 import fsspec
 
@@ -30,7 +32,7 @@ from airflow_kafka_stream.core.checkpoint_log import (
     parse_query_metadata,
 )
 from airflow_kafka_stream.core.kafka_sources import KafkaSources
-from airflow_kafka_stream.core.offsets import PartitionOffsets
+from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.errors import CheckpointFormatError
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,40 @@ class CheckpointPosition:
     def kafka_offsets(self, operation: str) -> PartitionOffsets:
         """Every Kafka source's offsets in one mapping; refuses when there is none or two share a partition."""
         return self.kafka_sources().require_one_position_per_partition(operation).union()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The position as JSON: ``offsets`` is every Kafka source together (None when there is no single
+        position), ``kafka_sources`` each source line's offsets by index."""
+        in_flight = None
+        if self.in_flight_batch_id is not None:
+            flight = self.in_flight_offsets.kafka_sources() if self.in_flight_offsets else None
+            in_flight = {"batch_id": self.in_flight_batch_id,
+                         "offsets": to_nested(flight.union()) if flight and not flight.shared_partitions() else None,
+                         "kafka_sources": _by_source(self.in_flight_offsets)}
+        sources = self.offsets.kafka_sources() if self.offsets is not None else None
+        return {
+            "checkpoint": self.url,
+            "query_id": self.query_id,
+            "batch_id": self.batch_id,
+            "offsets": to_nested(sources.union()) if sources and sources.by_index
+            and not sources.shared_partitions() else None,
+            "kafka_sources": _by_source(self.offsets),
+            "sources": list(self.offsets.source_lines) if self.offsets else [],
+            "batch_watermark_ms": self.watermark_ms,
+            "batch_time": datetime.fromtimestamp(self.timestamp_ms / 1000, UTC).isoformat()
+            if self.timestamp_ms else None,
+            "in_flight": in_flight,
+            "stateful": self.stateful,
+            "state_store_provider": self.state_store_provider,
+            "stateful_operators": [asdict(op) for op in self.stateful_operators],
+            "interrupted_append": self.incomplete_append,
+        }
+
+
+def _by_source(entry: OffsetLogEntry | None) -> dict[str, dict[str, dict[str, int]]]:
+    if entry is None:
+        return {}
+    return {str(index): to_nested(line) for index, line in sorted(entry.kafka_sources().by_index.items())}
 
 
 def read_bytes(fs: fsspec.AbstractFileSystem, path: str) -> bytes:

@@ -33,6 +33,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_kafka_stream.core.checkpoint_log import batch_ids, is_temp_name
 
@@ -75,6 +76,11 @@ class FsckReport:
     @property
     def warnings(self) -> tuple[Finding, ...]:
         return tuple(finding for finding in self.findings if finding.severity is Severity.WARNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checkpoint": self.url, "ok": self.ok,
+                "findings": [{"severity": f.severity.value, "path": f.path, "message": f.message}
+                             for f in self.findings]}
 
     def render(self) -> str:
         status = "OK" if self.ok else f"{len(self.errors)} error(s)"
@@ -270,7 +276,7 @@ def missing_partitions(operator_dir: str, partitions: Iterable[int], expected: i
             Severity.ERROR,
             operator_dir,
             f"state of partition(s) {missing[:10]} of {expected} missing: Spark cannot load the operator's "
-            "state (CANNOT_LOAD_STATE_STORE); restore from a savepoint, or drop state (reset/restore --drop-state)",
+            "state (CANNOT_LOAD_STATE_STORE); restore from a savepoint, or drop state (a reset or restore with drop_state)",
         )
     ]
 
@@ -307,7 +313,7 @@ def unrebuildable_state(store_dir: str, names: Iterable[str], version: int) -> l
             Severity.ERROR,
             store_dir,
             f"state version {version} cannot be rebuilt: {problem}; the restart would fail with "
-            "CANNOT_LOAD_STATE_STORE. Restore from a savepoint, or drop state (reset/restore --drop-state)",
+            "CANNOT_LOAD_STATE_STORE. Restore from a savepoint, or drop state (a reset or restore with drop_state)",
         )
     ]
 
@@ -323,6 +329,6 @@ def missing_ssts(store_dir: str, zip_name: str, listed: Iterable[str], present: 
             f"{store_dir}/SSTs",
             f"{zip_name} lists SST file(s) that are missing: {', '.join(missing[:5])}"
             f"{' ...' if len(missing) > 5 else ''}; Spark cannot load the state (CANNOT_LOAD_STATE_STORE). "
-            "Restore from a savepoint, or drop state (reset/restore --drop-state)",
+            "Restore from a savepoint, or drop state (a reset or restore with drop_state)",
         )
     ]

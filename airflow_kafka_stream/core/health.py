@@ -11,7 +11,9 @@ in. Rules, checked in order; the first that applies decides:
    (lag 0) for a whole window: with no input there is no batch to commit.
 3. If records waited for a whole ``window_seconds`` while it ran and no batch
    was committed, it consumes nothing: unhealthy (whether or not it reached
-   ``min_batches``).
+   ``min_batches``). Before its run's first batch the wait is
+   ``startup_seconds`` instead (when longer): a fresh driver's first batch pays
+   for the JVM, the Python workers and often a backlog, and is no stall.
 4. Once it has, lag is watched for ``window_seconds``: if the lag at the end
    is above the lag at the start (and above ``lag_tolerance``), the job falls
    behind: unhealthy. Otherwise healthy.
@@ -43,6 +45,8 @@ class HealthSpec:
     lag_tolerance: int = 0
     newer_than: datetime | None = None
     max_heartbeat_age: float = 30.0
+    #: How long a run may take to commit its first batch before it counts as consuming nothing (rule 3).
+    startup_seconds: float = 300.0
 
     def __post_init__(self) -> None:
         if isinstance(self.min_batches, bool) or not isinstance(self.min_batches, int) or self.min_batches < 1:
@@ -51,6 +55,8 @@ class HealthSpec:
             raise ValueError(f"window_seconds must be >= 0, got {self.window_seconds!r}")
         if isinstance(self.lag_tolerance, bool) or not isinstance(self.lag_tolerance, int) or self.lag_tolerance < 0:
             raise ValueError(f"lag_tolerance must be a whole number >= 0, got {self.lag_tolerance!r}")
+        if not self.startup_seconds >= 0:
+            raise ValueError(f"startup_seconds must be >= 0, got {self.startup_seconds!r}")
 
     def watch(self) -> WatchSpec:
         return WatchSpec.of(["RUNNING"], self.min_batches, self.newer_than, self.max_heartbeat_age)
@@ -118,7 +124,8 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
     if not samples:
         return None
     first, last = samples[0], samples[-1]
-    if (last.at - first.at).total_seconds() < max(spec.window_seconds, 1.0):
+    wait = spec.window_seconds if first.batches > 0 else max(spec.window_seconds, spec.startup_seconds)
+    if (last.at - first.at).total_seconds() < max(wait, 1.0):
         return None
     if first.lag > 0 and last.batches <= first.batches:
         return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in "

@@ -1,7 +1,7 @@
 """Judge a job's status document against what a waiting task expects, as a pure function.
 
 The running job rewrites ``status.json`` every few seconds (see
-``spark/status.py``). Sensors and triggers poll it; this module decides, from
+``storage/status.py``). Sensors and triggers poll it; this module decides, from
 one status read and the clock passed in, whether the wait is over and how it
 ended. No I/O, so the rules are tested as a table.
 
@@ -16,6 +16,13 @@ Rules, checked in order; the first that applies decides:
 5. An active state (STARTING, RUNNING, DRAINING) whose heartbeat is older than
    ``max_heartbeat_age``: the driver died without saying so; the wait fails.
 6. Otherwise keep waiting.
+
+Times in a status come from the driver's clock and are compared with the
+reader's: on a cluster those are different hosts. Every comparison allows the
+job's declared clock skew (``clock_skew_seconds`` in the status, else
+:data:`DEFAULT_CLOCK_SKEW_SECONDS`): a heartbeat counts as stale only when it is
+older than the limit plus the skew, and a run counts as newer than a submit when
+it started no earlier than the submit minus the skew.
 """
 
 from __future__ import annotations
@@ -23,12 +30,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 STARTING, RUNNING, DRAINING, STOPPED, FAILED = "STARTING", "RUNNING", "DRAINING", "STOPPED", "FAILED"
 ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
 KNOWN_STATES = ACTIVE_STATES | {STOPPED, FAILED}
+
+#: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
+#: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
+DEFAULT_CLOCK_SKEW_SECONDS = 0.0
 
 
 class Outcome(enum.StrEnum):
@@ -118,7 +129,8 @@ def not_reported_yet(status: Mapping[str, Any] | None, spec: WatchSpec) -> Verdi
     if not status:
         return Verdict(Outcome.WAITING, "the job has not reported a status yet")
     started = _started_at(status)
-    if spec.newer_than is not None and (started is None or started < spec.newer_than):
+    if spec.newer_than is not None and (
+            started is None or started < spec.newer_than - timedelta(seconds=clock_skew(status))):
         return Verdict(Outcome.WAITING, f"the status is from an earlier run (started {status.get('started_at')})")
     return None
 
@@ -164,12 +176,22 @@ def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Ve
     return None
 
 
+def clock_skew(status: Mapping[str, Any]) -> float:
+    """The clock skew the job declared between its driver and the readers of its status (seconds)."""
+    declared = status.get("clock_skew_seconds")
+    if isinstance(declared, int | float) and not isinstance(declared, bool) and declared >= 0:
+        return float(declared)
+    return DEFAULT_CLOCK_SKEW_SECONDS
+
+
 def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
-    """How old a heartbeat may be: ``floor``, or four of the job's own intervals for a slow-beating job."""
+    """How old a heartbeat may look from another host: ``floor`` (or four of a slow-beating job's intervals),
+    plus the clock skew the job declared."""
     interval = status.get("heartbeat_interval_seconds")
+    limit = floor
     if isinstance(interval, int | float) and not isinstance(interval, bool):
-        return max(floor, 4 * float(interval))
-    return floor
+        limit = max(floor, 4 * float(interval))
+    return limit + clock_skew(status)
 
 
 def is_stale(status: Mapping[str, Any], floor: float, now: datetime) -> bool:

@@ -106,7 +106,7 @@ class KafkaSources:
                   else f"none of its {len(self.by_index)} Kafka sources reads topic {tp.topic!r}")
         raise InvalidInputError(
             f"{self.where}: a target for {tp} cannot be placed in one source line, because {reason}; "
-            f"narrow the reset with --topic to the topics the checkpoint reads"
+            f"narrow the reset's scope to the topics the checkpoint reads"
         )
 
     def split(self, targets: Mapping[TopicPartition, int]) -> dict[int, PartitionOffsets]:

@@ -40,10 +40,11 @@ class Sink:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise InvalidInputError(f"unknown sink kind {self.kind!r}: use one of {', '.join(KINDS)}")
+            raise InvalidInputError(f"unknown sink kind {self.kind!r}: use one of {', '.join(KINDS)}",
+                                    setting="sink_kind")
         if self.kind == FILE and not self.path:
             raise InvalidInputError("a file sink needs its output path (the directory holding _spark_metadata): "
-                                    "pass --sink-path DIR")
+                                    "give it as sink_path", setting="sink_path")
 
     @property
     def has_batch_log(self) -> bool:
@@ -89,17 +90,18 @@ def resolve_sink(recorded: Sink | None, kind: str | None = None, path: str | Non
     """
     if path is not None and not path.strip():
         raise InvalidInputError(
-            "--sink-path is empty; to say the job has no file sink pass --sink-kind idempotent (foreachBatch output "
-            "replaced per batch id) or --sink-kind none, else pass the file sink's output directory"
+            "sink_path is empty; to say the job has no file sink set sink_kind to idempotent (foreachBatch output "
+            "replaced per batch id) or none, else give the file sink's output directory", setting="sink_path"
         )
     if kind is None:
         return recorded if path is None else Sink(FILE, path)
     if kind == NONE:
         if path is not None:
-            raise InvalidInputError("--sink-kind none contradicts --sink-path: pass one of them")
+            raise InvalidInputError("sink_kind none contradicts sink_path: give one of them", setting="sink_kind")
         return None
     if kind not in KINDS:
-        raise InvalidInputError(f"unknown --sink-kind {kind!r}: use {', '.join(KINDS)} or {NONE}")
+        raise InvalidInputError(f"unknown sink_kind {kind!r}: use {', '.join(KINDS)} or {NONE}",
+                                setting="sink_kind")
     if path is None and recorded is not None:
         path = recorded.path
     return Sink(kind, path)

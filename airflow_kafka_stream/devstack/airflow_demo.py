@@ -8,7 +8,16 @@ one process): submit version 1, upgrade to version 2 through `stream_upgrade`
 and, after `stream_stop` with a savepoint, execute it. Events are produced
 before and between the steps. The summary counts what was produced and what
 the pipeline wrote: records lost and duplicated are counted, not assumed.
-Airflow's and Spark's own output goes to `.demo/demo.log`.
+Airflow's and Spark's own output goes to `.demo/demo.log`. With `--cluster` the
+job runs on a Spark standalone cluster on loopback (a master and two workers of
+one core) instead of local mode, its executors on this environment packed and
+shipped with `--archives`.
+
+With ``--stack`` the same DAG runs go through the full Airflow stack instead
+(api-server, scheduler, dag-processor and triggerer on loopback, triggered with
+``POST /api/v2/dags/{dag_id}/dagRuns``): the UI's address, user and password
+file are printed first, the job page shows the demo's job, and the stack stays
+up after the summary until Enter or Ctrl-C when the demo runs in a terminal.
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ GROUP = "demo-orders"
 
 
 class Demo:
-    def __init__(self, work: Path, bootstrap: str):
-        self.work, self.bootstrap = work, bootstrap
+    def __init__(self, work: Path, bootstrap: str, master: str = "local[2]", stack=None):
+        self.work, self.bootstrap, self.stack = work, bootstrap, stack
         self.home, self.output, self.log = work / "home", work / "output", work / "demo.log"
         self.rows: list[tuple[str, str, str]] = []
         bin_dir = str(Path(sys.executable).parent)
@@ -42,8 +51,10 @@ class Demo:
             AIRFLOW_HOME=str(work / "airflow"), AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"),
             AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False",
             AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
-            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": master}),
         )
+        if master.startswith("spark://"):
+            self.env["AIRFLOW__AIRFLOW_KAFKA_STREAM__EXECUTOR_ENVIRONMENT"] = "packed"
         self.job = {"job_home": str(self.home), "topics": [TOPIC], "group": GROUP, "output_path": str(self.output)}
 
     def airflow(self, *args: str) -> str:
@@ -56,10 +67,31 @@ class Demo:
             log.write(done.stdout + done.stderr)
         return done.stdout + done.stderr
 
+    def connections(self) -> dict[str, str]:
+        return {name: self.env[name] for name in ("AIRFLOW_CONN_KAFKA_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT")}
+
+    def run(self, dag_id: str, conf: dict) -> bool:
+        """One DAG run: `airflow dags test` in-process, or through the stack's REST API."""
+        if self.stack is None:
+            return "state=success" in self.airflow("dags", "test", dag_id, "--conf", json.dumps(conf))
+        token = self.stack.token()
+        self.stack.unpause(dag_id, token)
+        status, run = self.stack.trigger(dag_id, conf, token)
+        if status != 200:
+            with open(self.log, "a", encoding="utf-8") as log:
+                log.write(f"\n===== POST {dag_id}/dagRuns refused (HTTP {status}): {run}\n")
+            return False
+        done = self.stack.wait_for_run(dag_id, run["dag_run_id"], timeout=900, token=token)
+        tasks = {task_id: ti["state"] for task_id, ti in self.stack.task_instances(dag_id, run["dag_run_id"],
+                                                                                   token).items()}
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(f"\n===== {dag_id} run {run['dag_run_id']}: {done['state']}; tasks {tasks}; task logs under "
+                      f"{self.stack.home / 'logs' / f'dag_id={dag_id}'}\n")
+        return done["state"] == "success"
+
     def dag(self, dag_id: str, what: str, **conf) -> bool:
         started = time.monotonic()
-        out = self.airflow("dags", "test", dag_id, "--conf", json.dumps({**self.job, **conf}))
-        ok = "state=success" in out
+        ok = self.run(dag_id, {**self.job, **conf})
         self.rows.append((dag_id, what(ok) if callable(what) else what, f"{'ok' if ok else 'FAILED'} "
                                                                         f"({time.monotonic() - started:.0f}s)"))
         print(f"  {dag_id:<22} {self.rows[-1][1]:<58} {self.rows[-1][2]}", flush=True)
@@ -96,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1000, help="events produced before each step")
     parser.add_argument("--workdir", default=".demo")
+    parser.add_argument("--stack", action="store_true",
+                        help="run the DAGs on the full Airflow stack (REST API, scheduler, triggerer, UI)")
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the job on a Spark standalone cluster on loopback (two workers of one core)")
     args = parser.parse_args(argv)
 
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -109,15 +145,24 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     broker = start_local_broker()
-    demo = Demo(work, broker.bootstrap_servers)
+    cluster = None
+    if args.cluster:
+        from airflow_kafka_stream.devstack.spark_cluster import start_local_cluster
+
+        cluster = start_local_cluster(workers=2, cores_per_worker=1, worker_memory="1g")
+    demo = Demo(work, broker.bootstrap_servers, cluster.master_url if cluster else "local[2]")
     home = JobHome(str(demo.home))
     try:
-        print(f"airflow-kafka-stream demo: Airflow on SQLite, Spark local[2], Kafka broker at {broker.bootstrap_servers}")
+        if args.stack:
+            demo.stack = _start_stack(demo)
+        where = f"a standalone cluster at {cluster.master_url} (2 workers x 1 core)" if cluster else "local[2]"
+        print(f"airflow-kafka-stream demo: Airflow on SQLite, Spark {where}, Kafka broker at {broker.bootstrap_servers}")
         print(f"  (Airflow's and Spark's output: {demo.log}; drivers' logs: {demo.home}/logs)\n", flush=True)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # kept alive until its futures resolve
         for future in admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
             future.result(30)
-        demo.airflow("db", "migrate")
+        if demo.stack is None:
+            demo.airflow("db", "migrate")
         n = args.events
         _produce(broker.bootstrap_servers, _events(n))
         demo.dag("stream_submit", "version 1 submitted: a detached driver, RUNNING", app_version="1")
@@ -155,13 +200,46 @@ def main(argv: list[str] | None = None) -> int:
         lost_or_doubled = produced != set(written) or len(written) != len(set(written))
         print("demo: " + ("OK" if not failed and not lost_or_doubled and in_sync else "FAILED") +
               (f" ({len(failed)} DAG run(s) failed; see {demo.log})" if failed else ""))
+        if demo.stack is not None:
+            _linger(demo.stack)
         return 0 if not failed and not lost_or_doubled and in_sync else 1
     finally:
         from airflow_kafka_stream.kafka.metadata import forget_clients
 
+        if demo.stack is not None:
+            demo.stack.stop()
         _stop_drivers(demo.home)
         forget_clients()  # no cached client left to complain about the broker going away
+        if cluster is not None:
+            cluster.stop()
         broker.stop()
+
+
+def _start_stack(demo: Demo):
+    """The full Airflow stack for the demo, its job home on the job page; prints where the UI is."""
+    from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack, wait_for_dags
+
+    print("starting the Airflow stack (api-server, scheduler, dag-processor, triggerer; about a minute) ...",
+          flush=True)
+    stack = start_airflow_stack(demo.work / "airflow", ROOT / "dags", extra_env={
+        **demo.connections(), "AIRFLOW__AIRFLOW_KAFKA_STREAM__JOB_HOMES": str(demo.home)})
+    wait_for_dags(stack, ["stream_submit", "stream_upgrade", "stream_verify", "stream_offset_reset", "stream_stop"])
+    print(f"Airflow UI: {stack.url}  user {stack.user}, password in {stack.password_file}")
+    print(f"  the job page: {stack.url}/plugin/stream-jobs (and the 'Stream job' tab of each example DAG); "
+          f"components' logs: {stack.home / 'logs'}\n", flush=True)
+    return stack
+
+
+def _linger(stack) -> None:
+    """In a terminal, keep the UI up to look around until Enter or Ctrl-C."""
+    if not sys.stdin.isatty():
+        return
+    print(f"\nthe Airflow UI stays up at {stack.url} (user {stack.user}, password in {stack.password_file}); "
+          "press Enter or Ctrl-C to stop it", flush=True)
+    try:
+        input()
+    except (KeyboardInterrupt, EOFError):
+        pass
 
 
 def _stop_drivers(home: Path) -> None:

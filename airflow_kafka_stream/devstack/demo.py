@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=".demo")
     args = parser.parse_args(argv)
 
+    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.devstack.broker import start_local_broker
     from airflow_kafka_stream.ops import inspect, reset, stop, verify
     from airflow_kafka_stream.ops.context import build_context
@@ -104,19 +105,19 @@ def main(argv: list[str] | None = None) -> int:
 
             ctx = build_context(job_home=str(home_dir), bootstrap_servers=bootstrap, group=GROUP)
             print("\n== checkpoint position")
-            print(inspect.position_text(inspect.position(ctx)))
+            print(cli_render.position_text(inspect.position(ctx)))
             print("\n== verify group offsets against the checkpoint")
             print(verify.verify(ctx, stall_threshold="PT10M").to_table())
 
             print("\n== graceful stop with savepoint")
             result = stop.stop_job(home, timeout=120, savepoint=True, app_version="demo-1")
-            print(stop.stop_text(result))
+            print(cli_render.stop_text(result))
             code = proc.wait(120)
             print(f"== pipeline exited with code {code}")
 
             print("\n== what a reset to earliest would do (dry run, nothing changes)")
             request = reset.ResetRequest("to-earliest")
-            print(reset.plan_text(reset.plan(ctx, request)))
+            print(reset.plan(ctx, request).to_table())
             print("\n== the job's history")
             for record in home.history():
                 print(f"{record['started_at'][:19]}  {record['operation']:<16} {record['result']}")

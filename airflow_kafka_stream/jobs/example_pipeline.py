@@ -31,10 +31,12 @@ import logging
 import os
 import sys
 
+from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.ops.context import read_properties
 from airflow_kafka_stream.ops.submit import client_config_from_env
 from airflow_kafka_stream.spark.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.storage.files import storage_options_from_env
 
 
 def event_schema():
@@ -63,6 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
+    parser.add_argument("--clock-skew-seconds", type=float, default=0.0,
+                        help="how far this driver's clock and those of hosts reading its status may be apart")
     parser.add_argument("--drain-timeout-seconds", type=float, default=300.0,
                         help="after this long draining, warn and flag the status; the batch is never cancelled")
     parser.add_argument("--cores", default="2", help="local[N] cores when not run by spark-submit")
@@ -91,7 +95,9 @@ def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSi
     """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside."""
     from pyspark.sql import functions as F
 
-    output = output.rstrip("/")
+    # Named for Spark's Hadoop file systems: file:// for a local path (not the cluster's default FS), s3a://.
+    local = "://" not in output
+    output = spark_url(os.path.abspath(output) if local else output.rstrip("/"), runtime.config.storage_options)
     schema = event_schema()
 
     def write(batch_df, batch_id: int) -> None:
@@ -127,11 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         heartbeat_seconds=args.heartbeat_seconds,
+        clock_skew_seconds=args.clock_skew_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,
         # Settings a submit passed in the environment (secrets stay out of the process arguments).
         kafka_options={**client_config_from_env(),
                        **(read_properties(args.command_config) if args.command_config else {})},
         app_version=args.app_version,
+        storage_options=storage_options_from_env(),
         sink_path=args.output,
         sink_kind="idempotent",  # foreachBatch output replaced per generation and batch id: no _spark_metadata
     )

@@ -24,7 +24,14 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -213,6 +220,30 @@ def watermarks(
     budget = timeout if retry_for is None else retry_for
     found = ask_until_valid(ask, wanted, watermark_problem, budget, f"list the watermarks at {bootstrap_servers(config)}")
     return {tp: found[tp] for tp in wanted}
+
+
+def topic_ids(config: Mapping[str, object], topics: Iterable[str], timeout: float = 10.0) -> dict[str, str]:
+    """Each topic's id (it changes when a topic is deleted and created again), in one request;
+    topics that do not exist (any more) are left out."""
+    wanted = sorted(set(topics))
+    if not wanted:
+        return {}
+    admin = _admin(config)
+    try:
+        futures = admin.describe_topics(TopicCollection(wanted), request_timeout=timeout)
+    except KafkaException as exc:
+        raise _access_error(config, "describe topics", exc) from exc
+    found: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            found[name] = str(future.result(timeout + 5).topic_id)
+        except KafkaException as exc:
+            if exc.args and getattr(exc.args[0], "code", lambda: None)() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise _access_error(config, f"describe topic {name!r}", exc) from exc
+        except TimeoutError as exc:
+            raise _access_error(config, f"describe topic {name!r} within {timeout}s", exc) from exc
+    return found
 
 
 def offsets_for_timestamps(

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.reset_plan import StrategyKind
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 
 #: Strategies as the CLI names them: kafka-consumer-groups.sh's, plus a savepoint's recorded offsets.
 STRATEGIES = tuple(kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED) + ("to-savepoint",)
@@ -42,6 +43,7 @@ class StreamResetOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job_home", "strategy", "value", "topics", "export", "group", "execute_reset",
                                       "drop_state")
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, strategy: str, value: str | None = None,
                  topics: Sequence[str] | None = None, timezone: str | None = None, strict: bool = False,
@@ -66,6 +68,7 @@ class StreamResetOperator(BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.operators.flags import as_flag
         from airflow_kafka_stream.ops import reset
 
@@ -87,10 +90,13 @@ class StreamResetOperator(BaseOperator):
             return {"executed": False, "plan": plan.to_dict()}
         outcome = reset.execute(ctx, request, drop_state=self.drop_state,
                                 allow_sink_batch_log=self.allow_sink_batch_log, export=self.export)
-        self.log.info("reset of %s:\n%s\n%s", self.job_home, outcome["plan_table"], reset.outcome_text(outcome))
-        result = {key: value for key, value in outcome.items() if key != "plan_table"}
-        result["executed"] = True
-        return result
+        where = (f"new checkpoint generation {outcome.generation} (state dropped)" if outcome.generation is not None
+                 else f"batch {outcome.batch_id} appended to {outcome.checkpoint}")
+        self.log.info("reset of %s executed:\n%s\n%s; group %s; %s", self.job_home, outcome.plan.to_table(), where,
+                      "moved" if outcome.group.moved else f"not moved ({outcome.group.reason})",
+                      "verified: checkpoint and group are at the targets" if outcome.verified
+                      else "VERIFICATION FAILED: " + "; ".join(outcome.verification))
+        return {**outcome.to_dict(), "executed": True}
 
 
 def check_strategy(strategy: str, value: str | None) -> None:

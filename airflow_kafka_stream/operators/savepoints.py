@@ -9,6 +9,8 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.ops.savepoints import check_retention
 
 LATEST = "latest"
 
@@ -17,10 +19,10 @@ def latest_savepoint(home) -> str:
     """The newest savepoint's id; JobStateError when the job has none."""
     from airflow_kafka_stream.ops.savepoints import list_all
 
-    found = sorted(list_all(home), key=lambda item: (item["created_at"], item["id"]))
+    found = sorted(list_all(home), key=lambda item: (item.created_at, item.id))
     if not found:
         raise JobStateError(f"job {home.url} has no savepoint to restore; take one with a stop or savepoint create")
-    return found[-1]["id"]
+    return found[-1].id
 
 
 class StreamRestoreOperator(BaseOperator):
@@ -40,6 +42,7 @@ class StreamRestoreOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "savepoint_id", "enabled")
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
                  allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
@@ -55,6 +58,7 @@ class StreamRestoreOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_kafka_stream.operators.flags import as_flag
@@ -66,8 +70,8 @@ class StreamRestoreOperator(BaseOperator):
         chosen = latest_savepoint(home) if self.savepoint_id == LATEST else self.savepoint_id
         result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log)
         self.log.info("restored savepoint %s of %s into generation %s (%s)", chosen, self.job_home,
-                      result["generation"], "state dropped" if self.drop_state else "state kept")
-        return result
+                      result.generation, "state dropped" if self.drop_state else "state kept")
+        return result.to_dict()
 
 
 class StreamSavepointHousekeepingOperator(BaseOperator):
@@ -83,16 +87,17 @@ class StreamSavepointHousekeepingOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home",)
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, keep_last: int | None = None, max_age: str | None = None,
                  storage_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         from airflow_kafka_stream.core.reset_plan import parse_duration
 
-        if keep_last is None and max_age is None:
-            raise InvalidInputError("say what to keep: keep_last (the newest N) and/or max_age (e.g. 'P7D')")
-        if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
-            raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got {keep_last!r}")
+        if keep_last is not None and not isinstance(keep_last, int):
+            raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got "
+                                    f"{keep_last!r}", setting="keep_last")
+        check_retention(keep_last, max_age)
         self.max_age_delta = parse_duration(max_age) if max_age else None
         self.job_home = job_home
         self.keep_last = keep_last
@@ -100,10 +105,13 @@ class StreamSavepointHousekeepingOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.savepoints import prune
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
-        deleted = prune(home, keep_last=self.keep_last, max_age=self.max_age_delta)
-        self.log.info("savepoints of %s: %s", self.job_home, f"deleted {', '.join(deleted)}" if deleted
-                      else "nothing to delete")
-        return {"deleted": deleted}
+        pruned = prune(home, keep_last=self.keep_last, max_age=self.max_age_delta)
+        self.log.info("savepoints of %s: %s%s", self.job_home,
+                      f"deleted {', '.join(pruned.deleted)}" if pruned.deleted else "nothing to delete",
+                      f"; kept while an upgrade may roll back to them: {', '.join(pruned.pinned)}"
+                      if pruned.pinned else "")
+        return pruned.to_dict()

@@ -13,6 +13,8 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 ON_TIMEOUT = ("withdraw", "kill")
@@ -40,11 +42,13 @@ class StreamStopOperator(BaseOperator):
     :param poll_seconds: how often to read the job's status while waiting.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
-    :param pin_reason: keep the savepoint out of housekeeping, giving this reason (an upgrade pins the
+    :param pin_reason: keep the savepoint out of housekeeping, giving this reason (templated) (an upgrade pins the
         savepoint it may roll back to, and unpins it when done).
     """
 
-    template_fields: Sequence[str] = ("job_home", "app_version", "savepoint", "timeout_seconds", "on_timeout")
+    template_fields: Sequence[str] = ("job_home", "app_version", "savepoint", "timeout_seconds", "on_timeout",
+                                      "pin_reason")
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, savepoint: bool = True, app_version: str | None = None,
                  timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
@@ -85,13 +89,14 @@ class StreamStopOperator(BaseOperator):
         return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.stop import complete_stop, request_stop
 
         self._check()
         home = self._home()
         asked = request_stop(home)
-        if not asked["was_running"]:
-            self.log.info("job %s is not running (state %s): nothing to stop", self.job_home, asked["state"])
+        if not asked.was_running:
+            self.log.info("job %s is not running (state %s): nothing to stop", self.job_home, asked.state)
             return self._finished(home, complete_stop(home, False, self.savepoint, self.app_version))
         self.log.info("asked job %s to finish its batch and stop; waiting up to %.0fs", self.job_home,
                       self.timeout_seconds)
@@ -125,8 +130,8 @@ class StreamStopOperator(BaseOperator):
         if status == "success":
             result = self._finished(home, complete_stop(home, True, self.savepoint, self.app_version,
                                                         killed=phase == "kill"))
-            self.log.info("job %s stopped: batch %s%s", self.job_home, result.get("batch_id"),
-                          f", savepoint {result['savepoint']['id']}" if result.get("savepoint") else "")
+            self.log.info("job %s stopped: batch %s%s", self.job_home, result["batch_id"],
+                          f", savepoint {result['savepoint']['id']}" if result["savepoint"] else "")
             return result
         if status == "timeout" and phase == "drain":
             if self.on_timeout == "kill":
@@ -140,12 +145,11 @@ class StreamStopOperator(BaseOperator):
             f"job {self.job_home} did not report a stop: {event.get('message')}. The stop request stays and is "
             "cleared by the next start; check the driver log before restoring or resetting")
 
-    def _finished(self, home, result: dict[str, Any]) -> dict[str, Any]:
-        """The job's application version (what an upgrade rolls back to) and the savepoint's pin."""
+    def _finished(self, home, stopped: StopResult) -> dict[str, Any]:
+        """The stop's XCom: its result, the job's application version (what an upgrade rolls back to); and the
+        savepoint's pin."""
         from airflow_kafka_stream.ops.savepoints import pin
 
-        result["app_version"] = home.spec().get("version")
-        made = result.get("savepoint")
-        if made and self.pin_reason:
-            pin(home, made["id"], self.pin_reason)
-        return result
+        if stopped.savepoint is not None and self.pin_reason:
+            pin(home, stopped.savepoint.id, self.pin_reason)
+        return {**stopped.to_dict(), "app_version": home.spec().get("version")}

@@ -15,8 +15,12 @@ from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger, driver_exited
+
+#: How a submission ran that a restart of the same version repeats (recorded under submissions/).
+SUBMISSION_SETTINGS = ("executor_environment", "deploy_mode", "job_home_shared")
 
 
 class StreamSubmitOperator(BaseOperator):
@@ -53,10 +57,19 @@ class StreamSubmitOperator(BaseOperator):
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
     :param from_submission: start ``app_version`` exactly as it was last submitted to this job home
         (application, arguments, Spark settings recorded under ``submissions/``): a rollback or a restart.
+    :param executor_environment: the executors' Python environment on a cluster: ``packed`` (this environment
+        packed and shipped with ``--archives``), the path or URL of such an archive, or
+        ``python:/path/bin/python`` (installed at that path on every node). Default: Airflow's
+        ``[airflow_kafka_stream] executor_environment`` when set, else Spark's own setting.
+    :param deploy_mode: ``client`` (default; the driver runs detached on this machine) or ``cluster``
+        (YARN, Kubernetes: the driver runs in the cluster, submitted and tracked by SparkSubmitHook).
+    :param job_home_shared: declare a local job home path a shared mount seen at the same path on every
+        node; without it a local job home is refused for a cluster whose executors run elsewhere.
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
                                       "group", "output_path", "starting_offsets", "spark_conf", "min_batches")
+    operator_extra_links = (StreamJobPageLink(),)
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
 
     def __init__(self, *, job_home: str, app_version: str, application: str | None = None,
@@ -66,9 +79,13 @@ class StreamSubmitOperator(BaseOperator):
                  storage_conn_id: str | None = None, spark_conf: dict[str, Any] | None = None,
                  min_batches: int = 1, timeout_seconds: float = 600.0, poll_seconds: float = 5.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 from_submission: bool = False, **kwargs: Any) -> None:
+                 from_submission: bool = False, executor_environment: str | None = None,
+                 deploy_mode: str | None = None, job_home_shared: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.from_submission = from_submission
+        self.executor_environment = executor_environment
+        self.deploy_mode = deploy_mode
+        self.job_home_shared = job_home_shared
         self.job_home = job_home
         self.app_version = app_version
         self.application = application
@@ -102,7 +119,17 @@ class StreamSubmitOperator(BaseOperator):
 
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
+        announce_job_home(self, context, self.job_home)
         self._check_min_batches()
+        home, kafka, args, submission = self._launch_plan()
+        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log),
+                        submission=submission)
+        self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
+                      result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
+        return self._watch(context, home, result.to_dict())
+
+    def _launch_plan(self) -> tuple[Any, dict[str, Any], list[str], dict[str, Any]]:
+        """The job home, the Kafka settings, the application's arguments and the submission to record."""
         from airflow_kafka_stream.ops.submit import recorded_submission
         from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -114,26 +141,33 @@ class StreamSubmitOperator(BaseOperator):
             self.application = recorded.get("application")
             self.application_args = list(recorded.get("application_args") or [])
             self.spark_conf = dict(recorded.get("spark_conf") or {})
+            for name in SUBMISSION_SETTINGS:
+                setattr(self, name, recorded.get(name, getattr(self, name)))
+        if not self.executor_environment:
+            self.executor_environment = conf.get("airflow_kafka_stream", "executor_environment", fallback=None) or None
         args = self._arguments(kafka)
         submission = {"application": self.application, "application_args": args, "spark_conf": self.spark_conf,
-                      "spark_conn_id": self.spark_conn_id, "kafka_conn_id": self.kafka_conn_id}
-        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log),
-                        submission=submission)
-        self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
-                      result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
-        context["ti"].xcom_push(key="submit", value=result.to_dict())
-        newer_than = result.submitted_at if result.action == "launched" else None
+                      "spark_conn_id": self.spark_conn_id, "kafka_conn_id": self.kafka_conn_id,
+                      **{name: getattr(self, name) for name in SUBMISSION_SETTINGS}}
+        self._storage_options = hook.storage_options()
+        return home, kafka, args, submission
+
+    def _watch(self, context: Context, home, submitted: dict[str, Any]) -> Any:
+        """Wait (deferred, or here) until the driver that ``submitted`` describes is healthy."""
+        context["ti"].xcom_push(key="submit", value=submitted)
+        newer_than = submitted["submitted_at"] if submitted.get("action") != "already-running" else None
+        pid, host = submitted.get("pid"), submitted.get("host")
         if self.deferrable:
             self.defer(
                 trigger=StreamJobStateTrigger(
                     job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches,
                     newer_than=newer_than, storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-                    timeout_seconds=self.timeout_seconds, driver_pid=result.pid, driver_host=result.host),
+                    timeout_seconds=self.timeout_seconds, driver_pid=pid, driver_host=host),
                 method_name="execute_complete",
-                kwargs={"submitted": result.to_dict()},
+                kwargs={"submitted": submitted},
             )
-        event = self._wait_here(home, newer_than, result.pid, result.host)
-        return self.execute_complete(context, event, submitted=result.to_dict())
+        event = self._wait_here(home, newer_than, pid, host)
+        return self.execute_complete(context, event, submitted=submitted)
 
     def _arguments(self, kafka: dict[str, Any]) -> list[str]:
         if self.application_args:
@@ -152,10 +186,14 @@ class StreamSubmitOperator(BaseOperator):
             args += ["--topic", str(topic)]
         return args
 
-    def _launch(self, args: list[str], kafka: dict[str, Any], log_path: str) -> LaunchedDriver:
+    def _launch(self, args: list[str], kafka: dict[str, Any], log_path: str,
+                extra_env: dict[str, str] | None = None) -> LaunchedDriver:
         return launch_driver(spark_conn_id=self.spark_conn_id, application=self.application, args=args,
                              spark_conf=self.spark_conf, kafka=kafka, log_path=log_path,
-                             name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
+                             name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}",
+                             storage_options=getattr(self, "_storage_options", None), job_home=self.job_home,
+                             job_home_shared=self.job_home_shared, executor_environment=self.executor_environment,
+                             deploy_mode=self.deploy_mode, extra_env=extra_env)
 
     # -- waiting -------------------------------------------------------------------------------------------
     def _wait_here(self, home, newer_than: str | None, pid: int | None, host: str | None) -> dict[str, Any]:

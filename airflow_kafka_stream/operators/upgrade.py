@@ -2,20 +2,27 @@
 
 observe → decide → act, with every step visible in the grid and retryable:
 
+0. ``start_standby`` (with ``standby``, the default): the new version's driver comes up beside the running
+   one as a warm standby and reports ready. If it does not, it is ended and nothing else runs: the upgrade
+   fails before any downtime. Skipped when the job does not run (the new version then starts cold).
 1. ``stop_with_savepoint``: the old version finishes its batch and stops; the savepoint is pinned (kept
    out of housekeeping) because a rollback needs it. If this fails, nothing changed: the old version keeps
    running and no rollback runs.
 2. ``restore_without_state`` (only with ``drop_state``): a new checkpoint generation seeded at the
    savepoint's offsets, for a query that changed incompatibly.
 3. ``submit_new_version``: the new version starts (from the current checkpoint, or the seeded generation)
-   and reports RUNNING; whether it consumes is the health gate's to judge.
+   and reports RUNNING; whether it consumes is the health gate's to judge. With a ready standby this is
+   its go: it takes the job and starts its query (no driver start in the downtime); a standby whose old
+   version was not running when the upgrade stopped it is ended instead, unless ``takeover_stopped``.
 4. ``health_gate``: it must run, commit ``health_batches`` batches and not fall behind for
-   ``health_window_seconds`` (a version that runs but consumes nothing fails here).
+   ``health_window_seconds`` (a version that runs but consumes nothing fails here; before its first
+   batch it has ``health_startup_seconds``, since a fresh driver's first batch is slow).
 5. On a failure of 3 or 4, the rollback: ``rollback_stop_new_version`` (stopped at once if need be),
    ``rollback_restore_savepoint`` (a new generation copied from the pre-upgrade savepoint, state included),
    ``rollback_submit_previous_version`` (exactly as it was submitted before).
 6. ``outcome``: succeeds when the new version is healthy; otherwise fails saying where the upgrade failed
-   and whether the previous version runs again. The savepoint is unpinned once the upgrade is decided.
+   and whether the previous version runs again. The savepoint is unpinned once the upgrade is decided; a
+   standby that never got its go is ended.
 """
 
 from __future__ import annotations
@@ -27,13 +34,20 @@ from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
+from airflow_kafka_stream.operators.standby import (
+    StreamStandbyOperator,
+    UpgradeStopOperator,
+    UpgradeSubmitOperator,
+)
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 
-STOP, RESTORE, SUBMIT, HEALTH = "stop_with_savepoint", "restore_without_state", "submit_new_version", "health_gate"
+STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint", "restore_without_state",
+                                         "submit_new_version", "health_gate")
 ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version", "rollback_restore_savepoint",
                                                     "rollback_submit_previous_version")
 
@@ -65,6 +79,7 @@ class UpgradeOutcomeOperator(BaseOperator):
     """Decide the upgrade: success when the new version is healthy, else a failure that says what happened."""
 
     template_fields: Sequence[str] = ("job_home", "new_version", "rollback")
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, new_version: str, group_id: str, storage_conn_id: str | None = None,
                  rollback: bool | str = True, **kwargs: Any) -> None:
@@ -79,6 +94,7 @@ class UpgradeOutcomeOperator(BaseOperator):
         return context["ti"].xcom_pull(task_ids=f"{self.group_id}.{task}")
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.savepoints import unpin
 
         stopped = self._pull(context, STOP) or {}
@@ -86,10 +102,12 @@ class UpgradeOutcomeOperator(BaseOperator):
         healthy = self._pull(context, HEALTH)
         rolled_back = self._pull(context, ROLLBACK_SUBMIT)
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        self._end_unused_standby(home, self._pull(context, STANDBY))
         if savepoint is None:
             raise JobStateError(f"upgrade of {self.job_home} to version {self.new_version} failed before any "
-                                "downtime: the old version did not stop with a savepoint and keeps running "
-                                "(see the stop_with_savepoint task)")
+                                "downtime: the new version's standby did not become ready, or the old version "
+                                "did not stop with a savepoint; the old version keeps running (see the "
+                                "start_standby and stop_with_savepoint tasks)")
         if healthy:
             unpin(home, savepoint)
             self.log.info("upgrade of %s to version %s succeeded: %s", self.job_home, self.new_version,
@@ -114,6 +132,21 @@ class UpgradeOutcomeOperator(BaseOperator):
             "task and clear it to retry, or restore that savepoint and submit the previous version by hand")
 
 
+    def _end_unused_standby(self, home, handle: dict[str, Any] | None) -> None:
+        """A standby that never got its go (the stop or the handoff failed) must not wait on: end it."""
+        from airflow_kafka_stream.core.standby import LIVE_STATES, TAKING_OVER
+        from airflow_kafka_stream.ops.standby import StandbyHandle, end_standby
+        from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
+
+        record = home.read_control(STANDBY_RECORD) if handle else None
+        if not record or record.get("token") != handle.get("token"):
+            return
+        if record.get("state") in LIVE_STATES and record.get("state") != TAKING_OVER:
+            end_standby(home, StandbyHandle.of(handle), "the upgrade ended without handing the job over to it")
+            self.log.warning("ended the standby of version %s (pid %s): it never got its go", self.new_version,
+                             handle.get("pid"))
+
+
 def stream_upgrade_task_group(
     *,
     job_home: str,
@@ -128,6 +161,7 @@ def stream_upgrade_task_group(
     allow_sink_batch_log: bool = False,
     health_batches: int = 3,
     health_window_seconds: float = 60.0,
+    health_startup_seconds: float | str = 300.0,
     rollback: bool | str = True,
     spark_conn_id: str = "spark_default",
     kafka_conn_id: str = "kafka_default",
@@ -138,23 +172,47 @@ def stream_upgrade_task_group(
     health_timeout_seconds: float | str = 900.0,
     poll_seconds: float = 5.0,
     deferrable: bool = True,
+    standby: bool | str = True,
+    standby_ready_timeout_seconds: float = 600.0,
+    takeover_stopped: bool | str = False,
+    executor_environment: str | None = None,
+    deploy_mode: str | None = None,
+    job_home_shared: bool = False,
 ) -> TaskGroup:
     """The upgrade's tasks in a task group (see the module docstring); call it inside a DAG.
 
-    ``drop_state`` and ``rollback`` may be templates (e.g. ``"{{ params.drop_state }}"``): the tasks they
+    ``standby`` (default on) starts the new version as a warm standby before the old one stops; off, the
+    upgrade is cold (stop, then start a driver). ``executor_environment``, ``deploy_mode`` and
+    ``job_home_shared`` are the new version's cluster settings (see StreamSubmitOperator); a rollback starts
+    the previous version with its own recorded ones.
+
+    ``standby``, ``drop_state`` and ``rollback`` may be templates (e.g. ``"{{ params.drop_state }}"``): the tasks they
     switch are then always in the group and skip themselves when off.
     """
     common = {"job_home": job_home, "storage_conn_id": storage_conn_id}
     with TaskGroup(group_id=group_id, tooltip=f"upgrade {job_home} to version {new_version}") as tasks:
-        stop = StreamStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
-                                  poll_seconds=poll_seconds, deferrable=deferrable,
-                                  pin_reason=f"upgrade to version {new_version} may roll back to it", **common)
+        version = {"app_version": new_version, "application": application, "application_args": application_args,
+                   "topics": topics, "group": group, "output_path": output_path, "spark_conn_id": spark_conn_id,
+                   "kafka_conn_id": kafka_conn_id, "spark_conf": spark_conf, "poll_seconds": poll_seconds,
+                   "executor_environment": executor_environment, "deploy_mode": deploy_mode,
+                   "job_home_shared": job_home_shared}
+        # With a standby, the stop gives the go itself when nothing is restored in between, and looks at
+        # the job every second: each second between the old version's end and the go is downtime.
+        stop = UpgradeStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
+                                   poll_seconds=min(poll_seconds, 1.0) if standby is not False else poll_seconds,
+                                   deferrable=deferrable, pin_reason=f"upgrade to version {new_version} may roll "
+                                   "back to it", trigger_rule=TriggerRule.NONE_FAILED,
+                                   standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
+                                   restore_first=drop_state, **common)
+        if standby is not False:
+            StreamStandbyOperator(task_id=STANDBY, enabled=standby, ready_timeout_seconds=standby_ready_timeout_seconds,
+                                  **version, **common) >> stop
         savepoint = f"{{{{ ti.xcom_pull(task_ids='{group_id}.{STOP}')['savepoint']['id'] }}}}"
-        submit = StreamSubmitOperator(
-            task_id=SUBMIT, app_version=new_version, application=application, application_args=application_args,
-            topics=topics, group=group, output_path=output_path, spark_conn_id=spark_conn_id,
-            kafka_conn_id=kafka_conn_id, spark_conf=spark_conf, min_batches=0, timeout_seconds=start_timeout_seconds,
-            poll_seconds=poll_seconds, deferrable=deferrable, trigger_rule=TriggerRule.NONE_FAILED, **common)
+        submit = UpgradeSubmitOperator(
+            task_id=SUBMIT, standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
+            stop_task_id=f"{group_id}.{STOP}", takeover_stopped=takeover_stopped, min_batches=0,
+            timeout_seconds=start_timeout_seconds, deferrable=deferrable, trigger_rule=TriggerRule.NONE_FAILED,
+            **version, **common)
         if drop_state is False:
             stop >> submit
         else:
@@ -162,7 +220,7 @@ def stream_upgrade_task_group(
                                           allow_sink_batch_log=allow_sink_batch_log, **common) >> submit
         health = StreamJobHealthSensor(
             task_id=HEALTH, kafka_conn_id=kafka_conn_id, min_batches=health_batches,
-            window_seconds=health_window_seconds,
+            window_seconds=health_window_seconds, startup_seconds=health_startup_seconds,
             newer_than=f"{{{{ ti.xcom_pull(task_ids='{group_id}.{SUBMIT}', key='submit')['submitted_at'] }}}}",
             poke_interval=poll_seconds, timeout_seconds=health_timeout_seconds, deferrable=deferrable, mode="poke", **common)
         submit >> health

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.verify import Status
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 
 #: Every status but OK fails the task by default (lag alone is not a problem).
 DEFAULT_FAIL_ON = tuple(status.value for status in Status if status is not Status.OK)
@@ -31,6 +32,7 @@ class StreamVerifyOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "group", "stall_threshold")
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", storage_conn_id: str | None = None,
                  group: str | None = None, stall_threshold: str = "PT10M",
@@ -48,6 +50,7 @@ class StreamVerifyOperator(BaseOperator):
         self.fail_on = list(fail_on)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.verify import verify
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.watchdog import Policy
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 
 
 class StreamWatchdogOperator(BaseOperator):
@@ -33,6 +34,7 @@ class StreamWatchdogOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home",)
+    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, stuck_after_seconds: float = 600.0, max_restarts: int = 3,
                  window_seconds: float = 3600.0, backoff_seconds: float = 30.0, max_heartbeat_age: float = 30.0,
@@ -49,6 +51,7 @@ class StreamWatchdogOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.watchdog import watch
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
@@ -71,7 +74,11 @@ class StreamWatchdogOperator(BaseOperator):
             return launch_driver(spark_conn_id=self.spark_conn_id or recorded.get("spark_conn_id") or "spark_default",
                                  application=recorded.get("application"), args=args,
                                  spark_conf=recorded.get("spark_conf") or {}, kafka=kafka, log_path=log_path,
-                                 name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}")
+                                 name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}",
+                                 storage_options=home.storage_options, job_home=self.job_home,
+                                 job_home_shared=bool(recorded.get("job_home_shared")),
+                                 executor_environment=recorded.get("executor_environment"),
+                                 deploy_mode=recorded.get("deploy_mode"))
 
         # The same heartbeat limit as the decision: a driver the watchdog found dead is dead to the submit too.
         started = submit(home, version, launch, max_heartbeat_age=self.policy.max_heartbeat_age, cause=CAUSE,

@@ -94,14 +94,15 @@ class JobContext:
     def require_kafka(self) -> dict[str, Any]:
         if not self.kafka_config.get("bootstrap.servers"):
             raise InvalidInputError(
-                "no Kafka bootstrap servers known for this job: pass --bootstrap-server host:port "
-                "(or record kafka.bootstrap.servers in the job's job.json)"
+                "no Kafka bootstrap servers known for this job: give bootstrap_servers as host:port "
+                "(or record kafka.bootstrap.servers in the job's job.json)", setting="bootstrap_servers"
             )
         return self.kafka_config
 
     def require_group(self) -> str:
         if not self.group:
-            raise InvalidInputError("no consumer group known for this job: pass --group NAME (or record it in job.json)")
+            raise InvalidInputError("no consumer group known for this job: give its group (or record it in "
+                                    "job.json)", setting="group")
         return self.group
 
 
@@ -124,11 +125,12 @@ def build_context(
     ``sink_kind``/``sink_path`` override job.json's sink (see ``core.sink.resolve_sink``,
     which also refuses an empty sink path, naming the ``--sink-kind`` way out).
     """
-    explicit = {"--job-home": job_home, "--checkpoint": checkpoint, "--bootstrap-server": bootstrap_servers,
-                "--group": group}
-    for option, value in explicit.items():
+    explicit = {"job_home": job_home, "checkpoint": checkpoint, "bootstrap_servers": bootstrap_servers,
+                "group": group}
+    for setting, value in explicit.items():
         if value is not None and not str(value).strip():
-            raise InvalidInputError(f"{option} is empty; give a value, or leave {option} out to use the job's own")
+            raise InvalidInputError(f"{setting} is empty; give a value, or leave it out to use the job's own",
+                                    setting=setting)
     if sink_path is not None and not sink_path.strip():
         resolve_sink(None, sink_kind, sink_path)  # refuses it, naming the --sink-kind way out
     for url in (checkpoint, sink_path):
@@ -136,7 +138,8 @@ def build_context(
             check_url(url)
     opts = dict(storage_options or {})
     if not job_home and not checkpoint:
-        raise InvalidInputError("say which job: pass --job-home DIR (or --checkpoint DIR for a bare checkpoint)")
+        raise InvalidInputError("say which job: give its job_home (or a checkpoint, for a bare checkpoint)",
+                                setting="job_home")
     home = JobHome(job_home, opts) if job_home else None
     spec: dict[str, Any] = {}
     if home is not None:

@@ -26,7 +26,7 @@ UNPROVEN_GROUP_STATES = {"Unknown"}
 def job_is_running(home: JobHome, now: datetime | None = None,
                    max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
     """Whether the job's status heartbeat says it runs, and the status read."""
-    from airflow_kafka_stream.spark.status import is_alive, max_heartbeat_age
+    from airflow_kafka_stream.storage.status import is_alive, max_heartbeat_age
 
     status = home.status()
     if status is None:
@@ -46,7 +46,8 @@ def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, g
             raise JobStateError(
                 f"job {home.url} is running (state {status.get('state')}, application "
                 f"{status.get('application_id') or '?'}, heartbeat {status.get('heartbeat') or '?'}); "
-                f"{operation} would corrupt it. Stop it first: airflow-kafka-stream stop --job-home {home.url}"
+                f"{operation} would corrupt it. Stop it first (the stop operation: `airflow-kafka-stream stop "
+                f"--job-home {home.url}`, or the stop operator)"
             )
     if kafka_config and group:
         from airflow_kafka_stream.kafka.groups import ACTIVE_STATES, group_state

@@ -16,8 +16,12 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,
-                       lock: bool = True) -> Iterator[dict[str, Any]]:
+                       lock: bool = True, existing_home: bool = True) -> Iterator[dict[str, Any]]:
     """Hold the job lock while the body runs and append what happened to history.jsonl.
+
+    With ``existing_home`` (all but a job's first start) a directory that is not a
+    job home is refused first, before a lock or a history file could create it: a
+    mistyped job home is refused the same way from the CLI and from Airflow.
 
     The body fills ``record["before"]``, ``record["after"]`` and ``record["result"]``
     (default "ok"); an exception marks the record "refused" (bad input or wrong job
@@ -32,6 +36,8 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
         "after": None,
         "result": "ok",
     }
+    if existing_home:
+        home.require()
     started = time.monotonic()
     holder = record["by"]
     lock_cm = home.lock(name, holder) if lock else _no_lock()
@@ -62,3 +68,15 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
 @contextmanager
 def _no_lock() -> Iterator[None]:
     yield None
+
+
+def history(home: JobHome) -> list[dict[str, Any]]:
+    """The job's operation history, oldest first (refused for a directory that is not a job home)."""
+    home.require()
+    return home.history()
+
+
+def unlock(home: JobHome) -> dict[str, Any] | None:
+    """Release the job lock an operation left behind when its process died; returns what it held."""
+    home.require()
+    return home.force_unlock()

@@ -36,6 +36,7 @@ from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.results import GroupMove, ResetOutcome
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, ensure_sink_log_present, sink_note
 from airflow_kafka_stream.storage.files import url_to_fs
 
@@ -56,17 +57,20 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
     """Turn the request into a strategy, reading a CSV file or a savepoint manifest where asked."""
     if request.strategy == "to-savepoint":
         if ctx.home is None:
-            raise InvalidInputError("--to-savepoint needs --job-home (savepoints live in the job home)")
+            raise InvalidInputError("the to-savepoint strategy needs the job home (savepoints live there), "
+                                    "not a bare checkpoint", setting="job_home")
         manifest = validate_savepoint(ctx.home.savepoint_url(request.value or ""), ctx.storage_options)
         recorded = manifest.kafka_sources().require_one_position_per_partition("a reset to it").union()
         return ResetStrategy.to_recorded(recorded, label=f"savepoint {manifest.savepoint_id}")
     value = request.value
     if request.strategy == "from-file":
         if not value:
-            raise InvalidInputError("--from-file needs a CSV file (topic,partition,offset), e.g. one written by --export")
+            raise InvalidInputError("the from-file strategy needs a CSV file (topic,partition,offset) as its value, "
+                                    "e.g. one written by a dry run's export", setting="value")
         text = _read_text(value)
         if not text.strip():
-            raise InvalidInputError(f"reset file {value} is empty; it needs topic,partition,offset lines")
+            raise InvalidInputError(f"reset file {value} is empty; it needs topic,partition,offset lines",
+                                    setting="value")
         return ResetStrategy.from_file(text, source=value)
     if request.strategy == "to-offset" and value and "=" in value:
         value = _offset_assignments_json(value)
@@ -78,11 +82,14 @@ def _read_text(path: str) -> str:
         fs, p = url_to_fs(path)
         return fs.cat_file(p).decode("utf-8")
     except FileNotFoundError as exc:
-        raise InvalidInputError(f"reset file {path} does not exist; pass the CSV written by --export") from exc
+        raise InvalidInputError(f"reset file {path} does not exist; pass the CSV a dry run exported",
+                                setting="value") from exc
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"reset file {path} is not UTF-8 text; pass a CSV topic,partition,offset") from exc
+        raise InvalidInputError(f"reset file {path} is not UTF-8 text; pass a CSV topic,partition,offset",
+                                setting="value") from exc
     except OSError as exc:
-        raise InvalidInputError(f"cannot read reset file {path}: {exc}; pass a readable CSV file") from exc
+        raise InvalidInputError(f"cannot read reset file {path}: {exc}; pass a readable CSV file",
+                                setting="value") from exc
 
 
 def _offset_assignments_json(text: str) -> str:
@@ -95,7 +102,8 @@ def _offset_assignments_json(text: str) -> str:
         topic, _, part = left.rpartition(":")
         if not topic or not part.strip().isdigit() or not offset.strip().lstrip("-").isdigit():
             raise InvalidInputError(
-                f"--to-offset item {item.strip()!r} is not TOPIC:PARTITION=OFFSET; e.g. orders:0=42,orders:1=40"
+                f"to-offset item {item.strip()!r} is not TOPIC:PARTITION=OFFSET; e.g. orders:0=42,orders:1=40",
+                setting="value",
             )
         nested.setdefault(topic, {})[part.strip()] = int(offset)
     return json.dumps(nested)
@@ -124,7 +132,8 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, allow
         )
     if drop_state:
         if ctx.home is None:
-            raise InvalidInputError("--drop-state starts a new checkpoint generation: it needs --job-home")
+            raise InvalidInputError("drop_state starts a new checkpoint generation, which lives in the job home: "
+                                    "give the job home, not a bare checkpoint", setting="job_home")
         refuse_seeding_several_sources(pos.kafka_sources().indexes, f"checkpoint {pos.url}")
         ensure_sink_accepts(ctx.sink, 0, allow_sink_batch_log, ctx.storage_options)
         return
@@ -132,7 +141,7 @@ def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, allow
     if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
         raise JobStateError(
             f"{pos.url} is stateful with state store {pos.state_store_provider or 'unknown'}: its state cannot be "
-            "carried to a new batch safely. Use --drop-state to start a new checkpoint generation at the targets "
+            "carried to a new batch safely. Reset with drop_state to start a new checkpoint generation at the targets "
             "(operator state is dropped)"
         )
 
@@ -143,9 +152,9 @@ def refuse_seeding_several_sources(kafka_indexes: list[int], what: str) -> None:
         raise InvalidInputError(
             f"{what} has {len(kafka_indexes)} Kafka sources (source lines {', '.join(map(str, kafka_indexes))}): "
             "a new checkpoint generation starts every reader from one startingOffsets map, and each reader "
-            "refuses the other readers' topics, so --drop-state cannot seed such a query. Keep the state instead "
-            "(reset without --drop-state appends a batch holding each source's targets), or start the new "
-            "query from its own per-reader startingOffsets"
+            "refuses the other readers' topics, so dropping state cannot seed such a query. Keep the state instead "
+            "(a reset without drop_state appends a batch holding each source's targets), or start the new "
+            "query from its own per-reader startingOffsets", setting="drop_state"
         )
 
 
@@ -171,7 +180,7 @@ def current_generation_context(ctx: JobContext) -> JobContext:
 
 def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, allow_sink_batch_log: bool = False,
             export: str | None = None, now: datetime | None = None,
-            by: str | None = None) -> dict[str, Any]:
+            by: str | None = None) -> ResetOutcome:
     """Apply a reset to checkpoint and group; returns what was done, including the verification.
 
     Refusals come before the first durable change (the append or the new
@@ -179,7 +188,8 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
     says what changed and how to finish.
     """
     if ctx.home is None:
-        raise InvalidInputError("--execute needs --job-home: the job home holds the lock and the running status")
+        raise InvalidInputError("executing a reset needs the job home (it holds the lock and the running status), "
+                                "not a bare checkpoint", setting="job_home")
     args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
             "drop_state": drop_state, "sink": ctx.sink.to_json() if ctx.sink else None}
     with recorded_operation(ctx.home, "reset", args, by=by) as record:
@@ -195,30 +205,31 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
         _preflight(ctx, pos, drop_state, allow_sink_batch_log)
         targets = the_plan.checkpoint_offsets()
         if not targets:
-            raise InvalidInputError("the plan has no partitions to reset; check --topic and the job's topics")
+            raise InvalidInputError("the plan has no partitions to reset; check the scope (topics) and the job's "
+                                    "topics", setting="scope")
         by_source = sources.split(targets)  # refuses a target that belongs to no single source
         if export:
             export_csv(the_plan, export)
-        outcome: dict[str, Any] = {"plan": the_plan.to_dict(), "plan_table": the_plan.to_table(),
-                                   "targets": to_nested(targets), "sources": _by_source(by_source),
-                                   "sink": sink_note(ctx.sink)}
+        outcome = ResetOutcome(plan=the_plan, targets=to_nested(targets), sources=_by_source(by_source),
+                               sink=sink_note(ctx.sink), checkpoint=ctx.checkpoint_url)
         if drop_state:
             gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
-            outcome.update(generation=gen, checkpoint=url, batch_id=None)
+            outcome = replace(outcome, generation=gen, checkpoint=url)
             changed = (f"checkpoint generation {gen} ({url}) was created and made current, seeded with the targets "
                        f"(generation {ctx.checkpoint_url} is kept as it was)")
         else:
             appended = append_batch(ctx.checkpoint_url, sources=by_source, sink_metadata_path=ctx.sink_path,
                                     storage_options=ctx.storage_options)
-            outcome.update(checkpoint=ctx.checkpoint_url, batch_id=appended.batch_id)
+            outcome = replace(outcome, batch_id=appended.batch_id)
             changed = (f"batch {appended.batch_id} was appended to checkpoint {ctx.checkpoint_url}, so the job "
                        "resumes at the targets")
-        record["after"] = outcome
+        record["after"] = outcome.to_dict()
         # The group moves only where the scope says, as kafka-consumer-groups.sh would move it.
         changes = the_plan.changes()
         try:
-            outcome["group"] = _move_group(ctx, changes, changed)
-            outcome["verified"], outcome["verification"] = _verify(ctx, by_source, changes, outcome)
+            outcome = replace(outcome, group=_move_group(ctx, changes, changed))
+            verified, problems = _verify(ctx, by_source, changes, outcome)
+            outcome = replace(outcome, verified=verified, verification=problems)
         except OperationIncompleteError:
             raise
         except Exception as exc:  # noqa: BLE001 - after a durable change nothing may read as "nothing changed"
@@ -227,8 +238,9 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
                 "and group with `airflow-kafka-stream verify`, and align the group with `airflow-kafka-stream "
                 "reset --to-current --execute` if it differs"
             ) from exc
-        if not outcome["verified"]:
-            record.update(result="failed", error="verification failed: " + "; ".join(outcome["verification"]))
+        record["after"] = outcome.to_dict()
+        if not outcome.verified:
+            record.update(result="failed", error="verification failed: " + "; ".join(outcome.verification))
         return outcome
 
 
@@ -236,11 +248,11 @@ def _by_source(offsets: Mapping[int, PartitionOffsets]) -> dict[str, dict[str, d
     return {str(index): to_nested(line) for index, line in sorted(offsets.items())}
 
 
-def _move_group(ctx: JobContext, targets: PartitionOffsets, changed: str) -> dict[str, Any]:
+def _move_group(ctx: JobContext, targets: PartitionOffsets, changed: str) -> GroupMove:
     if not ctx.group:
-        return {"moved": False, "reason": "no consumer group known for this job"}
+        return GroupMove(False, reason="no consumer group known for this job")
     if not targets:
-        return {"moved": False, "reason": "no partition in scope changes"}
+        return GroupMove(False, reason="no partition in scope changes")
     try:
         alter_group_offsets(ctx.require_kafka(), ctx.group, targets)
     except StreamError as exc:
@@ -248,21 +260,21 @@ def _move_group(ctx: JobContext, targets: PartitionOffsets, changed: str) -> dic
             f"the reset is incomplete: {changed}, but consumer group {ctx.group!r} could not follow: {exc}. "
             "Align the group once it is free with `airflow-kafka-stream reset --to-current --execute`"
         ) from exc
-    return {"moved": True, "group": ctx.group}
+    return GroupMove(True, group=ctx.group)
 
 
 def _verify(ctx: JobContext, by_source: Mapping[int, PartitionOffsets], changes: PartitionOffsets,
-            outcome: Mapping[str, Any]) -> tuple[bool, list[str]]:
+            outcome: ResetOutcome) -> tuple[bool, list[str]]:
     """Re-read checkpoint and group: every source line holds its targets, the group every change."""
     problems: list[str] = []
-    if outcome.get("generation") is not None:
+    if outcome.generation is not None:
         home = ctx.home
         assert home is not None
-        info = home.generation_info(outcome["generation"]) or {}
-        if home.current_generation() != outcome["generation"]:
-            problems.append(f"generation {outcome['generation']} is not the current one")
-        if info.get("start_offsets") != outcome["targets"]:
-            problems.append(f"generation {outcome['generation']} starts at {info.get('start_offsets')}")
+        info = home.generation_info(outcome.generation) or {}
+        if home.current_generation() != outcome.generation:
+            problems.append(f"generation {outcome.generation} is not the current one")
+        if info.get("start_offsets") != outcome.targets:
+            problems.append(f"generation {outcome.generation} starts at {info.get('start_offsets')}")
     else:
         now_at = position(ctx).kafka_sources().by_index
         for index, targets in sorted(by_source.items()):
@@ -283,26 +295,5 @@ def export_csv(the_plan: ResetPlan, path: str) -> None:
         with fs.open(p, "w") as out:
             out.write(the_plan.to_csv())
     except OSError as exc:
-        raise InvalidInputError(f"cannot write the plan to {path}: {exc}; pass --export with a writable file path") \
-            from exc
-
-
-def plan_dict(the_plan: ResetPlan) -> dict[str, Any]:
-    return the_plan.to_dict()
-
-
-def plan_text(the_plan: ResetPlan) -> str:
-    return the_plan.to_table()
-
-
-def outcome_text(outcome: dict[str, Any]) -> str:
-    where = (f"new checkpoint generation {outcome['generation']} ({outcome['checkpoint']}), operator state dropped"
-             if outcome.get("generation") else f"checkpoint batch {outcome['batch_id']} appended")
-    lines = [f"reset executed: {where}"]
-    if len(outcome.get("sources") or {}) > 1:
-        lines += [f"  Kafka source {index}: {line}" for index, line in outcome["sources"].items()]
-    lines += [f"sink: {outcome['sink']}",
-              f"group: {'moved' if outcome['group'].get('moved') else 'not moved (' + outcome['group']['reason'] + ')'}",
-              "verified: checkpoint and group are at the targets" if outcome["verified"]
-              else "VERIFICATION FAILED:\n  " + "\n  ".join(outcome["verification"])]
-    return "\n".join(lines)
+        raise InvalidInputError(f"cannot write the plan to {path}: {exc}; export to a writable file path",
+                                setting="export") from exc

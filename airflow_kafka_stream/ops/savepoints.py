@@ -9,8 +9,8 @@ seeded with the savepoint's offsets (Flink's allowNonRestoredState).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.savepoints import (
@@ -24,12 +24,12 @@ from airflow_kafka_stream.checkpoint.savepoints import (
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import to_nested
-from airflow_kafka_stream.core.savepoint_manifest import Manifest
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
+from airflow_kafka_stream.ops.results import DeleteResult, PruneResult, RestoreResult, SavepointInfo
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
 from airflow_kafka_stream.ops.unstarted import unstarted_generation
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -44,32 +44,13 @@ def _spark_version() -> str | None:
         return None
 
 
-def manifest_dict(manifest: Manifest) -> dict[str, Any]:
-    sources = manifest.kafka_sources()
-    # Every Kafka source's partitions together (the group's view); None when two sources share a partition.
-    offsets = to_nested(sources.union()) if sources.by_index and not sources.shared_partitions() else None
-    return {
-        "id": manifest.savepoint_id,
-        "created_at": manifest.created_at.isoformat(),
-        "batch_id": manifest.batch_id,
-        "query_id": manifest.query_id,
-        "offsets": offsets,
-        "sources": {str(index): to_nested(line) for index, line in sorted(sources.by_index.items())},
-        "app_version": manifest.app_version,
-        "spark_version": manifest.spark_version,
-        "stateful": manifest.stateful,
-        "state_store_provider": manifest.state_store_provider,
-        "files": len(manifest.files),
-    }
-
-
 def new_savepoint_id(batch_id: int, now: datetime) -> str:
     """Sortable, unique per batch and second: sp-20261122T101500Z-b42."""
     return f"sp-{now.astimezone(UTC):%Y%m%dT%H%M%SZ}-b{batch_id}"
 
 
 def create_locked(home: JobHome, app_version: str | None = None, now: datetime | None = None,
-                  exclude_in_flight: bool = False) -> dict[str, Any]:
+                  exclude_in_flight: bool = False) -> SavepointInfo:
     """Create a savepoint; the caller holds the job lock and knows the job is stopped.
 
     ``exclude_in_flight``: a batch cancelled by a kill is left out (the savepoint is of the last committed one).
@@ -94,7 +75,7 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
     manifest = create_savepoint(checkpoint, home.savepoint_url(savepoint_id), version, now,
                                 spark_version=_spark_version(), storage_options=home.storage_options,
                                 exclude_in_flight=exclude_in_flight)
-    return manifest_dict(manifest)
+    return SavepointInfo.of(manifest)
 
 
 def _existing(home: JobHome) -> list[str]:
@@ -105,26 +86,29 @@ def _existing(home: JobHome) -> list[str]:
 
 
 def create(home: JobHome, app_version: str | None = None, now: datetime | None = None,
-           by: str | None = None) -> dict[str, Any]:
+           by: str | None = None) -> SavepointInfo:
+    """Take a savepoint of the stopped job's last committed batch (refused while it runs)."""
     with recorded_operation(home, "savepoint-create", {"app_version": app_version}, by=by) as record:
         ensure_not_running(home, operation="taking a savepoint")
         result = create_locked(home, app_version, now)
-        record["after"] = result
+        record["after"] = result.to_dict()
         return result
 
 
-def list_all(home: JobHome) -> list[dict[str, Any]]:
-    return [manifest_dict(m) for m in list_savepoints(home.savepoints_url, home.storage_options)]
+def list_all(home: JobHome) -> list[SavepointInfo]:
+    """Every savepoint of the job, oldest first."""
+    home.require()
+    return [SavepointInfo.of(m) for m in list_savepoints(home.savepoints_url, home.storage_options)]
 
 
 def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_path: str | None = None,
-            allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None) -> dict[str, Any]:
+            allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None) -> RestoreResult:
     """Start a new checkpoint generation from a savepoint (refused while the job runs).
 
     ``sink_kind``/``sink_path`` override the sink job.json records (see core.sink.resolve_sink).
     """
-    if not savepoint_id:
-        raise InvalidInputError("restore needs --savepoint ID; list them with `airflow-kafka-stream savepoint list`")
+    savepoint_id = _need_id(savepoint_id, "restore")
+    home.require()
     sink = resolve_sink(sink_from_spec(home.spec()), sink_kind, sink_path)
     args = {"savepoint": savepoint_id, "drop_state": drop_state, "sink": sink.to_json() if sink else None}
     with recorded_operation(home, "restore", args, by=by) as record:
@@ -147,39 +131,34 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
             gen, checkpoint = home.new_generation(
                 "restore", from_savepoint=savepoint_id,
                 populate=lambda target: restore_savepoint(url, target, home.storage_options))
-        result = {"savepoint": manifest_dict(manifest), "generation": gen, "checkpoint": checkpoint,
-                  "drop_state": drop_state, "sink": sink_note(sink)}
-        record["after"] = result
+        result = RestoreResult(SavepointInfo.of(manifest), gen, checkpoint, drop_state, sink_note(sink))
+        record["after"] = result.to_dict()
         return result
-
-
-def restore_text(result: dict[str, Any]) -> str:
-    sp = result["savepoint"]
-    how = ("fresh checkpoint seeded with the savepoint's offsets (operator state dropped)" if result["drop_state"]
-           else f"copy of the savepoint; Spark resumes after batch {sp['batch_id']}")
-    return (f"restored savepoint {sp['id']} into checkpoint generation {result['generation']}:\n"
-            f"  {result['checkpoint']}\n  {how}\n  offsets: {sp['offsets']}\n  sink: {result['sink']}\n"
-            "Start the job to continue from there.")
 
 
 def _need_id(savepoint_id: str | None, action: str) -> str:
     if not savepoint_id or not str(savepoint_id).strip():
-        raise InvalidInputError(f"savepoint {action} needs a savepoint id; list them with `savepoint list`")
+        raise InvalidInputError(f"savepoint {action}: the setting savepoint_id is empty; give the id of one of the "
+                                "job's savepoints (they are listed by savepoint list)", setting="savepoint_id")
     return savepoint_id
 
 
-def show(home: JobHome, savepoint_id: str) -> dict[str, Any]:
+def show(home: JobHome, savepoint_id: str) -> SavepointInfo:
     """What a savepoint's manifest says (refused for an unknown id)."""
-    return manifest_dict(read_manifest(home.savepoint_url(_need_id(savepoint_id, "show")), home.storage_options))
+    savepoint_id = _need_id(savepoint_id, "show")
+    home.require()
+    return SavepointInfo.of(read_manifest(home.savepoint_url(savepoint_id), home.storage_options))
 
 
-def validate(home: JobHome, savepoint_id: str) -> dict[str, Any]:
+def validate(home: JobHome, savepoint_id: str) -> SavepointInfo:
     """Check every file of a savepoint against its manifest's checksums; SavepointError names the first bad one."""
-    manifest = validate_savepoint(home.savepoint_url(_need_id(savepoint_id, "validate")), home.storage_options)
-    return {**manifest_dict(manifest), "checksums_match": True}
+    savepoint_id = _need_id(savepoint_id, "validate")
+    home.require()
+    manifest = validate_savepoint(home.savepoint_url(savepoint_id), home.storage_options)
+    return replace(SavepointInfo.of(manifest), checksums_match=True)
 
 
-def delete(home: JobHome, savepoint_id: str, by: str | None = None) -> dict[str, Any]:
+def delete(home: JobHome, savepoint_id: str, by: str | None = None) -> DeleteResult:
     """Delete one savepoint (refused for an unknown or pinned id)."""
     savepoint_id = _need_id(savepoint_id, "delete")
     with recorded_operation(home, "savepoint-delete", {"savepoint": savepoint_id}, by=by) as record:
@@ -189,26 +168,34 @@ def delete(home: JobHome, savepoint_id: str, by: str | None = None) -> dict[str,
             raise JobStateError(f"savepoint {savepoint_id} is pinned ({reason}); it is deleted once that is over")
         delete_savepoint(home.savepoint_url(savepoint_id), home.storage_options)
         record["after"] = {"deleted": savepoint_id}
-    return {"deleted": savepoint_id}
+    return DeleteResult(savepoint_id)
 
 
 def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | None = None,
-          now: datetime | None = None, by: str | None = None) -> list[str]:
+          now: datetime | None = None, by: str | None = None) -> PruneResult:
     """Delete the savepoints the retention policy lets go; never the newest, never a pinned one.
 
     A savepoint is pinned while an upgrade may roll back to it (see ``pin``).
     """
-    if keep_last is None and max_age is None:
-        raise InvalidInputError("say what to keep: keep_last (the newest N) and/or max_age (e.g. P7D)")
-    if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 1):
-        raise InvalidInputError(f"keep_last must be at least 1 (the newest is always kept), got {keep_last}")
+    check_retention(keep_last, max_age)
     args = {"keep_last": keep_last, "max_age": str(max_age) if max_age is not None else None}
     with recorded_operation(home, "savepoint-prune", args, by=by) as record:
         pinned = pins(home)
         deleted = prune_savepoints(home.savepoints_url, now or datetime.now(UTC), keep_last=keep_last,
                                    max_age=max_age, storage_options=home.storage_options, keep=pinned)
-        record["after"] = {"deleted": deleted, "pinned": sorted(pinned)}
-        return deleted
+        result = PruneResult(deleted, sorted(pinned))
+        record["after"] = result.to_dict()
+        return result
+
+
+def check_retention(keep_last: int | None, max_age: object | None) -> None:
+    """A retention policy must say what to keep, and keep at least the newest savepoint."""
+    if keep_last is None and max_age is None:
+        raise InvalidInputError("say what to keep: keep_last (the newest N) and/or max_age (e.g. P7D)",
+                                setting="keep_last")
+    if keep_last is not None and (isinstance(keep_last, bool) or keep_last < 1):
+        raise InvalidInputError(f"keep_last must be at least 1 (the newest is always kept), got {keep_last!r}",
+                                setting="keep_last")
 
 
 PINS = ("control", "pins.json")

@@ -20,7 +20,7 @@ from airflow_kafka_stream.errors import JobStateError
 
 #: What an operation reports when the job records no sink.
 NO_SINK = ("no sink recorded for this job: no sink batch log was checked or extended (if the query writes Spark's "
-           "file sink, pass --sink-path DIR)")
+           "file sink, give its output directory as sink_path)")
 
 
 def sink_note(sink: Sink | None) -> str:
@@ -35,8 +35,8 @@ def ensure_sink_log_present(sink: Sink | None, storage_options: dict | None = No
     raise JobStateError(
         f"the job's sink is recorded as a file sink at {sink.path}, but that directory has no _spark_metadata batch "
         "log, so the appended batch cannot be logged there. If the query writes with foreachBatch (output replaced "
-        "per batch id), pass --sink-kind idempotent; if it writes a file sink elsewhere, pass --sink-path with that "
-        "directory"
+        "per batch id), set sink_kind to idempotent; if it writes a file sink elsewhere, set sink_path to that "
+        "directory", setting="sink_kind"
     )
 
 
@@ -51,5 +51,6 @@ def ensure_sink_accepts(sink: Sink | None, next_batch_id: int, allow: bool,
     raise JobStateError(
         f"the file sink at {sink.path} has already logged batches up to {latest} in its _spark_metadata, and the "
         f"checkpoint would continue at batch {next_batch_id}: the sink would silently skip batches "
-        f"{next_batch_id}..{latest}. Write to a new output path, or pass --allow-sink-batch-log if you accept that"
+        f"{next_batch_id}..{latest}. Write to a new output path, or set allow_sink_batch_log if you accept that",
+        setting="allow_sink_batch_log"
     )

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.operation import recorded_operation
-from airflow_kafka_stream.spark.status import FAILED, FINAL_STATES
+from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +35,17 @@ ACKNOWLEDGE_SECONDS = 15.0
 
 def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app_version: str | None = None,
              poll: float = 0.5, by: str | None = None, on_timeout: str = "withdraw",
-             kill_timeout: float = 60.0) -> dict[str, Any]:
+             kill_timeout: float = 60.0) -> StopResult:
     """Request a graceful stop, wait for the job to report a final state, optionally savepoint.
 
     Raises JobStateError when the request was withdrawn (the job keeps running) and
     OperationIncompleteError when the job failed while stopping or a kill got no answer.
     """
     if not timeout > 0:
-        raise InvalidInputError(f"--timeout must be a positive number of seconds, got {timeout}")
+        raise InvalidInputError(f"timeout must be a positive number of seconds, got {timeout}", setting="timeout")
     if on_timeout not in ON_TIMEOUT:
-        raise InvalidInputError(f"--on-timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}")
+        raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}",
+                                setting="on_timeout")
     args = {"timeout": timeout, "savepoint": savepoint, "on_timeout": on_timeout}
     with recorded_operation(home, "stop", args, by=by) as record:
         running, status = job_is_running(home)
@@ -63,34 +66,27 @@ def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app
 
 
 def _conclude(home: JobHome, status: dict[str, Any], was_running: bool, killed: bool, savepoint: bool,
-              app_version: str | None, record: dict[str, Any]) -> dict[str, Any]:
+              app_version: str | None, record: dict[str, Any]) -> StopResult:
     """The stop's result once the job's state is final: refused when it failed stopping, else the savepoint."""
-    result: dict[str, Any] = {
-        "job_home": home.url,
-        "was_running": was_running,
-        "killed": killed,
-        "state": status.get("state"),
-        "batch_id": _batch(status),
-        "offsets": _offsets(status),
-        "note": status.get("note"),
-        "error": status.get("error"),
-    }
+    result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.get("state"),
+                        batch_id=_batch(status), offsets=_offsets(status), note=status.get("note"),
+                        error=status.get("error"))
     if was_running and status.get("state") == FAILED:
-        record["after"] = result
+        record["after"] = result.to_dict()
         raise OperationIncompleteError(
             f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
-            f"committed batch is {result['batch_id']}. Fix the cause and start it again (the failed batch "
+            f"committed batch is {result.batch_id}. Fix the cause and start it again (the failed batch "
             "re-runs)" + ("; no savepoint was taken" if savepoint else "")
         )
     if savepoint:
-        result["savepoint"] = _savepoint(home, status, app_version, after_kill=killed)
-    record["after"] = result
+        result = replace(result, savepoint=_savepoint(home, status, app_version, after_kill=killed))
+    record["after"] = result.to_dict()
     return result
 
 
 # -- the same stop in phases, for a caller that waits elsewhere (a deferred Airflow task) ------------------------
 
-def request_stop(home: JobHome, by: str | None = None) -> dict[str, Any]:
+def request_stop(home: JobHome, by: str | None = None) -> StopRequested:
     """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere."""
     with recorded_operation(home, "stop-request", {}, by=by) as record:
         running, status = job_is_running(home)
@@ -100,11 +96,11 @@ def request_stop(home: JobHome, by: str | None = None) -> dict[str, Any]:
         elif status is None:
             raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
         record["after"] = {"requested": running}
-        return {"was_running": running, "state": (status or {}).get("state")}
+        return StopRequested(running, (status or {}).get("state"))
 
 
 def complete_stop(home: JobHome, was_running: bool, savepoint: bool = False, app_version: str | None = None,
-                  killed: bool = False, by: str | None = None) -> dict[str, Any]:
+                  killed: bool = False, by: str | None = None) -> StopResult:
     """Once the job reported a final state: the stop's result and, if asked, its savepoint."""
     args = {"savepoint": savepoint, "killed": killed, "phased": True}
     with recorded_operation(home, "stop", args, by=by) as record:
@@ -181,7 +177,7 @@ def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
     raise JobStateError(
         f"job {home.url} did not stop within {timeout:.0f}s: the running batch has not finished. The stop "
         f"request was withdrawn and the job keeps running ({ack}; last committed batch {_batch(status)}). "
-        "Retry with a larger --timeout, or with --on-timeout kill to cancel the running batch"
+        "Retry with a larger timeout, or with on_timeout=kill to cancel the running batch"
     )
 
 
@@ -195,7 +191,7 @@ def _kill(home: JobHome, by: str, kill_timeout: float, poll: float) -> dict[str,
     raise kill_unanswered(home, kill_timeout)
 
 
-def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, after_kill: bool) -> dict[str, Any]:
+def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, after_kill: bool) -> SavepointInfo:
     from airflow_kafka_stream.checkpoint.reader import read_position
     from airflow_kafka_stream.ops.savepoints import create_locked
 
@@ -205,13 +201,13 @@ def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, a
         raise JobStateError(
             f"job {home.url} is {status.get('state')} with batch {position.in_flight_batch_id} in flight (started, "
             "never committed): a savepoint must be of a consistent checkpoint, so none was taken and nothing "
-            "changed. Start the job again (it re-runs that batch), then stop it with --savepoint"
+            "changed. Start the job again (it re-runs that batch), then stop it with a savepoint"
         )
     made = create_locked(home, app_version=app_version, exclude_in_flight=after_kill)
     if after_kill:
-        made["note"] = (f"of batch {made.get('batch_id')}, the last committed"
-                        + (f"; batch {position.in_flight_batch_id} was cancelled and is not in it"
-                           if position.in_flight_batch_id is not None else ""))
+        made = replace(made, note=f"of batch {made.batch_id}, the last committed"
+                       + (f"; batch {position.in_flight_batch_id} was cancelled and is not in it"
+                          if position.in_flight_batch_id is not None else ""))
     return made
 
 
@@ -227,29 +223,3 @@ def _summary(status: dict[str, Any] | None) -> dict[str, Any] | None:
     if status is None:
         return None
     return {"state": status.get("state"), "batch_id": _batch(status), "offsets": _offsets(status)}
-
-
-def stop_text(result: dict[str, Any]) -> str:
-    state = result["state"]
-    if result.get("killed"):
-        head = f"job {result['job_home']}: did not drain in time, stopped at once (state {state})"
-    elif result["was_running"]:
-        head = f"job {result['job_home']}: stopped (state {state})"
-    elif state in FINAL_STATES:
-        head = f"job {result['job_home']}: was not running (state {state})"
-    else:
-        head = (f"job {result['job_home']}: was not running, but its last status says {state} with a "
-                "stale heartbeat: the driver probably died; check its log before restoring or resetting")
-    lines = [
-        head,
-        f"last committed batch: {result['batch_id']}",
-        f"offsets: {result['offsets']}",
-    ]
-    if result.get("note"):
-        lines.append(f"note: {result['note']}")
-    if state == FAILED and result.get("error"):
-        lines.append(f"error: {result['error']}")
-    if result.get("savepoint"):
-        made = result["savepoint"]
-        lines.append(f"savepoint: {made.get('id')}" + (f" ({made['note']})" if made.get("note") else ""))
-    return "\n".join(lines)

@@ -13,7 +13,6 @@ Kafka secrets reach the driver through the environment variable
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
@@ -35,11 +34,12 @@ LAUNCH_RECORD = ("control", "launched.json")
 
 @dataclass(frozen=True)
 class LaunchedDriver:
-    """A driver process just started: its pid and where its output goes."""
+    """A driver just started: its local process (client mode) or its cluster application id, and its log."""
 
-    pid: int
-    host: str
+    pid: int | None
+    host: str | None
     log: str
+    application_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,9 @@ class SubmitResult:
 
 def client_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The Kafka client settings a submit passed to this driver (empty when none)."""
-    text = (environ if environ is not None else os.environ).get(CLIENT_CONFIG_ENV)
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{CLIENT_CONFIG_ENV} is not valid JSON ({exc.msg}); it must hold a JSON object "
-                                "of librdkafka settings") from None
-    if not isinstance(value, dict):
-        raise InvalidInputError(f"{CLIENT_CONFIG_ENV} must hold a JSON object of librdkafka settings")
-    return value
+    from airflow_kafka_stream.storage.files import json_object_from_env
+
+    return json_object_from_env(CLIENT_CONFIG_ENV, "librdkafka settings", environ)
 
 
 def driver_log_path(home: JobHome, now: datetime) -> str:
@@ -119,9 +111,12 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
     started it when it was not a person or a DAG's own submit (the watchdog counts its own restarts by it).
     """
     if not app_version or not str(app_version).strip():
-        raise InvalidInputError("app_version is empty; give the application version being submitted")
+        raise InvalidInputError("app_version is empty; give the application version being submitted",
+                                setting="app_version")
     now = now or datetime.now(UTC)
-    with recorded_operation(home, "submit", {"app_version": app_version, "cause": cause}, by=by) as record:
+    # A first submit makes the job home: there is nothing to require yet.
+    with recorded_operation(home, "submit", {"app_version": app_version, "cause": cause}, by=by,
+                            existing_home=False) as record:
         status = home.status()
         previous = launch_record(home)
         decision = decide_submit(status=status, running_version=_running_version(home, status),
@@ -137,7 +132,7 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
             return result
         driver = launch(driver_log_path(home, now))
         launched = {"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
-                    "app_version": str(app_version), "log": driver.log}
+                    "app_version": str(app_version), "log": driver.log, "application_id": driver.application_id}
         write_atomic(home.fs, home.p(*LAUNCH_RECORD), dump_json(launched))
         if submission is not None:
             write_atomic(home.fs, submission_path(home, str(app_version)),

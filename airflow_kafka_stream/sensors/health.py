@@ -25,6 +25,8 @@ class StreamJobHealthSensor(BaseSensorOperator):
     :param kafka_conn_id: the ``kafka`` connection (watermarks for the lag).
     :param min_batches: batches the current run must commit first.
     :param window_seconds: how long the lag must not grow afterwards.
+    :param startup_seconds: how long the run may take to commit its first batch before it counts as
+        consuming nothing (a fresh driver's first batch is slow). Templated.
     :param lag_tolerance: lag (records) that never counts as growing.
     :param newer_than: ISO time; a status from a run started before it belongs to an earlier run. Templated.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
@@ -32,26 +34,29 @@ class StreamJobHealthSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("job_home", "newer_than", "min_batches", "window_seconds", "timeout_seconds")
+    template_fields: Sequence[str] = ("job_home", "newer_than", "min_batches", "window_seconds", "timeout_seconds",
+                                      "startup_seconds")
 
     def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", min_batches: int = 1,
                  window_seconds: float = 60.0, lag_tolerance: int = 0, newer_than: str | None = None,
                  storage_conn_id: str | None = None, timeout_seconds: float | str | None = None,
+                 startup_seconds: float | str = 300.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.mode == "reschedule":
             raise InvalidInputError("the health sensor keeps lag samples between pokes: use mode='poke' or "
                                     "deferrable=True, not mode='reschedule'")
-        if not isinstance(min_batches, str) and not isinstance(window_seconds, str):
+        if not any(isinstance(value, str) for value in (min_batches, window_seconds, startup_seconds)):
             try:
-                HealthSpec(min_batches, window_seconds, lag_tolerance)
+                HealthSpec(min_batches, window_seconds, lag_tolerance, startup_seconds=startup_seconds)
             except ValueError as exc:
                 raise InvalidInputError(str(exc)) from None
         self.job_home = job_home
         self.kafka_conn_id = kafka_conn_id
         self.min_batches = min_batches
         self.window_seconds = window_seconds
+        self.startup_seconds = startup_seconds
         self.lag_tolerance = lag_tolerance
         self.newer_than = newer_than
         self.storage_conn_id = storage_conn_id
@@ -63,13 +68,15 @@ class StreamJobHealthSensor(BaseSensorOperator):
     def _spec(self) -> HealthSpec:
         newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
         try:
-            return HealthSpec(int(self.min_batches), float(self.window_seconds), self.lag_tolerance, newer)
+            return HealthSpec(int(self.min_batches), float(self.window_seconds), self.lag_tolerance, newer,
+                              startup_seconds=float(self.startup_seconds))
         except (TypeError, ValueError) as exc:
             raise InvalidInputError(f"health gate settings: {exc}") from None
 
     def execute(self, context: Context) -> Any:
         spec = self._spec()  # rendered values checked before anything waits on them
         self.min_batches, self.window_seconds = spec.min_batches, spec.window_seconds
+        self.startup_seconds = spec.startup_seconds
         if self.timeout_seconds is not None:
             try:
                 self.timeout = float(self.timeout_seconds)
@@ -81,6 +88,7 @@ class StreamJobHealthSensor(BaseSensorOperator):
             trigger=StreamJobHealthTrigger(
                 job_home=self.job_home, kafka_conn_id=self.kafka_conn_id, min_batches=self.min_batches,
                 window_seconds=self.window_seconds, lag_tolerance=self.lag_tolerance, newer_than=self.newer_than,
+                startup_seconds=self.startup_seconds,
                 storage_conn_id=self.storage_conn_id, poll_seconds=self.poke_interval, timeout_seconds=self.timeout),
             method_name="execute_complete",
         )

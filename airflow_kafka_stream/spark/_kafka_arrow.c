@@ -419,6 +419,42 @@ static PyObject *reader_watermarks(PartitionReader *self, PyObject *args) {
     return Py_BuildValue("(iLLs)", 0, (long long)low, (long long)high, "");
 }
 
+/*
+ * assign(start): read the same partition from offset start, dropping whatever was consumed or
+ * fetched before (the cached consumer of a new batch). assign(None): stop fetching and drop the
+ * queue, keeping the client and its broker connections for a later assign (an idle cached
+ * consumer neither fetches nor holds records). Both are local: no broker round trip here.
+ */
+static PyObject *reader_assign(PartitionReader *self, PyObject *args) {
+    PyObject *start;
+    if (!PyArg_ParseTuple(args, "O", &start)) return NULL;
+    if (!ensure_open(self)) return NULL;
+    long long offset = 0;
+    if (start != Py_None) {
+        offset = PyLong_AsLongLong(start);
+        if (offset == -1 && PyErr_Occurred()) return NULL;
+    }
+    drop_pending(self);
+    rd_kafka_topic_partition_list_t *assignment = NULL;
+    if (start != Py_None) {
+        assignment = rk.list_new(1);
+        rk.list_add(assignment, self->topic, self->partition)->offset = offset;
+    }
+    int err;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    err = rk.assign(self->handle, assignment);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (assignment != NULL) rk.list_destroy(assignment);
+    if (err) {
+        PyErr_Format(PyExc_RuntimeError, "assigning %s:%d failed: %s", self->topic, (int)self->partition,
+                     rk.err2str(err));
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *reader_close(PartitionReader *self, PyObject *unused) {
     (void)unused;
     if (self->busy) {
@@ -433,6 +469,8 @@ static PyMethodDef reader_methods[] = {
     {"read", (PyCFunction)reader_read, METH_VARARGS, "Consume up to max_messages into Arrow buffers."},
     {"watermarks", (PyCFunction)reader_watermarks, METH_VARARGS,
      "(error code, low, high, error text) of the partition, asked of the broker."},
+    {"assign", (PyCFunction)reader_assign, METH_VARARGS,
+     "Read from this offset on, dropping what was fetched (None: stop fetching, keep the client)."},
     {"close", (PyCFunction)reader_close, METH_NOARGS, "Close the consumer (idempotent)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,8 +1,8 @@
 """Read one offset range from Kafka into Arrow record batches with Spark's Kafka columns.
 
 This runs on executors and is the hot path. A partition is polled by the C reader
-(native_reader.py) when it is built, else through confluent-kafka in Python
-(partition_polls.py); both return the same polls, and every decision about them (end of
+(native_reader.py), or through confluent-kafka in Python (partition_polls.py) when the
+user asks for it or allows the fallback (a task refuses to run slower unnoticed); both return the same polls, and every decision about them (end of
 range, end of partition, data loss, errors) is made here.
 """
 
@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import gc
 import logging
+import socket
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from airflow_kafka_stream.core.watermarks import ask_until_valid, watermark_problem
-from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
-from airflow_kafka_stream.spark.native_reader import NativePartition, native_module
+from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError, ReaderUnavailableError
+from airflow_kafka_stream.spark.consumer_cache import CONSUMERS, CacheKey
+from airflow_kafka_stream.spark.native_reader import NativePartition, native_module, native_unavailable_reason
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
 from airflow_kafka_stream.spark.partition_polls import HEADERS_TYPE, ConfluentPartition, PartitionPolls
 from airflow_kafka_stream.spark.source_options import SourceOptions
@@ -35,7 +38,9 @@ READ_DEFAULTS = {
     "max.partition.fetch.bytes": 16 * 1024 * 1024,
     "queued.min.messages": 500_000,
     "queued.max.messages.kbytes": 256 * 1024,
-    "fetch.wait.max.ms": 100,
+    # A task reads ranges known to exist, so a fetch waits at the log's end only past the range; a
+    # kept consumer's next fetch waits for that one to come back (one fetch per broker at a time).
+    "fetch.wait.max.ms": 10,
     # Spark's Kafka source reads at Kafka's default level, and batches are planned to the high
     # watermark; kafka.isolation.level=read_committed plans and reads to the last stable offset.
     "isolation.level": "read_uncommitted",
@@ -91,10 +96,31 @@ def consumer_config(options: SourceOptions) -> dict[str, object]:
     return config
 
 
+def _native(options: SourceOptions):
+    """The C reader's module when it serves these options, else None (read through confluent-kafka)."""
+    return native_module() if options.native_reader and not options.include_headers else None
+
+
+def consumer_settings(options: SourceOptions) -> Hashable:
+    """What makes two partition consumers interchangeable: the reader, its columns and the client
+    settings (the generated group.id aside, since such a consumer never uses its group)."""
+    config = consumer_config(options)
+    if "group.id" not in options.kafka:
+        del config["group.id"]
+    kind = "python" if _native(options) is None else "native"
+    return kind, options.include_headers, tuple(sorted((name, str(value)) for name, value in config.items()))
+
+
 def open_partition(options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> PartitionPolls:
     """A consumer assigned to ``rng``'s partition at its start: the C reader when it can serve."""
     config = consumer_config(options)
-    module = native_module() if options.native_reader and not options.include_headers else None
+    module = _native(options)
+    if module is None and options.native_reader and not options.include_headers and not options.allow_python_fallback:
+        raise ReaderUnavailableError(
+            f"the C reader is unavailable on this executor ({socket.gethostname()}, {sys.executable}): "
+            f"{native_unavailable_reason()}. Ship an environment with the built extension (a packed "
+            "environment with --archives, see docs/cluster.md; a --py-files zip cannot carry it), or set the "
+            "source option kafkaConsumer.allowPythonFallback=true to read in Python (about 30% slower)")
     try:
         if module is not None:
             return NativePartition(module, config, rng, schema)
@@ -106,22 +132,41 @@ def open_partition(options: SourceOptions, rng: OffsetRange, schema: pa.Schema) 
         ) from exc
 
 
-def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``[rng.start, rng.end)`` as Arrow batches; closes its consumer."""
+def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``[rng.start, rng.end)`` as Arrow batches.
+
+    With kafkaConsumer.cache (the default) and the topic's id as the planner saw it, the consumer
+    comes from, and after a complete read goes back to, this worker's cache (consumer_cache.py);
+    otherwise, or when the read fails or is abandoned, it is closed here. The id keeps a consumer
+    from ever meeting a deleted and recreated topic of the same name (librdkafka 2.16 crashes when
+    a client that fetched a topic by its old id is pointed at the new one).
+    """
     if rng.size == 0:
         return
-    partition = open_partition(options, rng, arrow_schema(options.include_headers))
+    schema = arrow_schema(options.include_headers)
+    key = None
+    if options.consumer_cache and topic_id:
+        key = CacheKey(rng.topic, rng.partition, (topic_id, consumer_settings(options)))
+    if key is None:
+        partition = open_partition(options, rng, schema)
+    else:
+        partition = CONSUMERS.take(key, rng.start, lambda: open_partition(options, rng, schema))
     # The Python reader's millions of short-lived message objects would trigger the cyclic GC over
     # and over; they hold no cycles. The C reader makes no per-record objects.
     collecting = gc.isenabled() and isinstance(partition, ConfluentPartition)
     if collecting:
         gc.disable()
+    complete = False
     try:
         yield from _read(partition, options, rng)
+        complete = True
     finally:
         if collecting:
             gc.enable()
-        partition.close()
+        if complete and key is not None:
+            CONSUMERS.give_back(key, partition, options.cache_timeout_ms / 1000.0)
+        else:
+            partition.close()
 
 
 def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:

@@ -4,8 +4,10 @@ The extension ``_kafka_arrow`` (built from ``_kafka_arrow.c`` when the package i
 consumes one partition with librdkafka and copies keys, values, offsets and timestamps
 straight into Arrow buffers, so no Python object is made per record. It uses the
 librdkafka that confluent-kafka ships (or a system one when confluent-kafka was built
-against it). When either is missing, :func:`native_module` says why once and returns None,
-and the source reads through confluent-kafka in Python instead.
+against it). When either is missing, :func:`native_module` returns None and
+:func:`native_unavailable_reason` says why; the source then fails the task unless the user
+allowed the Python fallback. Binding prints one line to the process's stderr (an
+executor's log on a cluster), so which reader ran can be read there, not assumed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ctypes.util
 import glob
 import logging
 import os
+import sys
 from functools import cache
 from types import ModuleType
 
@@ -32,25 +35,40 @@ MAX_BATCH_BYTES = 256 * 1024 * 1024
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
-@cache
+#: The line an executor's log holds once a process has bound the C reader.
+BOUND_MARKER = "kafka_stream: C reader bound to librdkafka"
+
+
+def native_unavailable_reason() -> str | None:
+    """Why :func:`native_module` is None in this process (None when the C reader is usable)."""
+    return _bind()[1]
+
+
 def native_module() -> ModuleType | None:
-    """The extension bound to librdkafka, or None (logged once per process) when it cannot be used."""
+    """The extension bound to librdkafka, or None when it cannot be used (see :func:`native_unavailable_reason`)."""
+    return _bind()[0]
+
+
+@cache
+def _bind() -> tuple[ModuleType | None, str | None]:
     try:
         from airflow_kafka_stream.spark import _kafka_arrow
     except ImportError as exc:
-        log.warning("kafka_stream: C reader not built (%s); reading through confluent-kafka in Python", exc)
-        return None
+        return _unavailable(f"the extension airflow_kafka_stream.spark._kafka_arrow is not importable ({exc})")
     path = librdkafka_path()
     if path is None:
-        log.warning("kafka_stream: librdkafka not found next to confluent-kafka; reading in Python")
-        return None
+        return _unavailable("librdkafka was found neither in the confluent-kafka wheel nor on the system")
     try:
         version = _kafka_arrow.load(path)
     except ImportError as exc:
-        log.warning("kafka_stream: C reader cannot bind librdkafka (%s); reading in Python", exc)
-        return None
-    log.info("kafka_stream: C reader bound to librdkafka %s at %s", version, path)
-    return _kafka_arrow
+        return _unavailable(f"the extension cannot bind librdkafka at {path} ({exc})")
+    print(f"{BOUND_MARKER} {version} at {path} (pid {os.getpid()}, {sys.executable})", file=sys.stderr, flush=True)
+    return _kafka_arrow, None
+
+
+def _unavailable(reason: str) -> tuple[None, str]:
+    log.warning("kafka_stream: C reader unavailable: %s", reason)
+    return None, reason
 
 
 def librdkafka_path() -> str | None:
@@ -108,6 +126,9 @@ class NativePartition:
         if code:
             raise KafkaException(KafkaError(code, text))
         return low, high
+
+    def assign(self, start: int | None) -> None:
+        self._reader.assign(start)
 
     def close(self) -> None:
         self._reader.close()

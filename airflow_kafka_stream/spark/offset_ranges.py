@@ -12,6 +12,9 @@ from typing import NamedTuple
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 
+#: Ranges one task reads at most when small ranges share tasks (see group_ranges).
+MAX_RANGES_PER_TASK = 8
+
 
 class OffsetRange(NamedTuple):
     """Offsets ``[start, end)`` of one Kafka partition, read by one Spark task."""
@@ -108,6 +111,30 @@ def plan_ranges(
         total = sum(r.size for r in ranges)
         ranges = [piece for r in ranges for piece in _split(r, max(1, round(r.size / total * min_partitions)))]
     return ranges
+
+
+def group_ranges(ranges: list[OffsetRange], min_records_per_task: int) -> list[tuple[OffsetRange, ...]]:
+    """Ranges packed into Spark tasks of about ``min_records_per_task`` records or more each.
+
+    A Python task costs tens of milliseconds before it reads a record (worker, pickled reader,
+    Arrow stream), so a small batch read by one task per partition spends most of its time on
+    tasks. Large ranges keep a task each; small ones share: ``ceil(total / min_records_per_task)``
+    tasks, but no task holds more than MAX_RANGES_PER_TASK ranges (each range opens its own
+    consumer, one after another: a wide topic keeps some parallelism), and never more tasks than
+    ranges. Tasks are filled largest range first into the emptiest one.
+    """
+    if not ranges:
+        return []
+    total = sum(r.size for r in ranges)
+    wanted = max(math.ceil(total / max(1, min_records_per_task)), math.ceil(len(ranges) / MAX_RANGES_PER_TASK))
+    count = max(1, min(len(ranges), wanted))
+    tasks: list[list[OffsetRange]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for rng in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start)):
+        emptiest = loads.index(min(loads))
+        tasks[emptiest].append(rng)
+        loads[emptiest] += rng.size
+    return sorted(tuple(sorted(task)) for task in tasks)
 
 
 def _split(whole: OffsetRange, parts: int) -> list[OffsetRange]:

@@ -40,6 +40,9 @@ class PartitionPolls(Protocol):
 
     def watermarks(self, timeout: float) -> tuple[int, int]: ...
 
+    def assign(self, start: int | None) -> None:
+        """Read the same partition from ``start`` on, dropping what was fetched; None: stop fetching."""
+
     def close(self) -> None: ...
 
 
@@ -70,6 +73,12 @@ class ConfluentPartition:
         return self._consumer.get_watermark_offsets(
             KafkaTopicPartition(self._rng.topic, self._rng.partition), timeout=timeout
         )
+
+    def assign(self, start: int | None) -> None:
+        if start is None:
+            self._consumer.unassign()
+        else:
+            self._consumer.assign([KafkaTopicPartition(self._rng.topic, self._rng.partition, start)])
 
     def close(self) -> None:
         self._consumer.close()

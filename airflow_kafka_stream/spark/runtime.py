@@ -14,7 +14,10 @@ What a user's job gets by running its query through :class:`StreamRuntime`:
   request in ``kill`` mode stops the query at once (the running batch is
   cancelled and re-run on restart);
 * a driver that cannot write its heartbeat for two intervals fences itself (stops
-  the query, exits non-zero) before the control plane would take it for dead.
+  the query, exits non-zero) before the control plane would take it for dead;
+* started as a warm standby (``spark.standby.STANDBY_ENV`` set by an upgrade), the
+  runtime first warms up and waits for the upgrade's go, touching nothing of the
+  running job, and only then takes the job (see ``spark/standby.py``).
 
 A job stays short; the ``with`` block reports a failure while the query is being
 built (after ``read_stream``) as FAILED instead of leaving a STARTING heartbeat::
@@ -35,6 +38,7 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,11 +51,13 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
 from airflow_kafka_stream.core.redaction import is_secret_key, redact_text, secret_values
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
+from airflow_kafka_stream.core.standby import FAILED as STANDBY_FAILED
 from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError, JobStateError
 from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.ops.operation import recorded_operation
-from airflow_kafka_stream.spark import status as st
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
+from airflow_kafka_stream.spark.standby import Standby, rehearse
+from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 
@@ -82,6 +88,9 @@ class StreamConfig:
     source_options: dict[str, Any] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
     heartbeat_seconds: float = 5.0
+    #: How far the clocks of this driver and of the hosts reading its status (Airflow workers, triggerers, the
+    #: CLI) may be apart; every reader adds it before calling a heartbeat stale or a run older than a submit.
+    clock_skew_seconds: float = 0.0
     stop_poll_seconds: float = 0.5
     #: A drain taking longer than this is logged and flagged in the status (``drain_overdue``). The
     #: runtime never cancels the batch on its own: whoever asked to stop withdraws or escalates to kill.
@@ -92,6 +101,8 @@ class StreamConfig:
     #: "file" (Spark's file sink, the default for a sink_path) or "idempotent" (output replaced per batch id);
     #: recorded in job.json, it decides what a reset or restore must keep whole (see core.sink).
     sink_kind: str | None = None
+    #: A warm standby that gets no go within this long ends itself (its upgrade died or forgot it).
+    standby_max_wait_seconds: float = 3600.0
 
     def validate(self) -> None:
         if not self.job_name:
@@ -104,6 +115,8 @@ class StreamConfig:
             raise InvalidInputError("give exactly one of topics (--topic NAME) or a subscribe pattern")
         if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
             raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
+        if not self.clock_skew_seconds >= 0:
+            raise InvalidInputError(f"clock_skew_seconds must be 0 or more seconds, got {self.clock_skew_seconds!r}")
         check_client_config(self.client_config())  # the same refusal the control plane gives
         resolve_sink(None, self.sink_kind, self.sink_path)  # refuses an unknown kind or a file sink without path
 
@@ -136,6 +149,9 @@ class RunResult:
 #: they carry the batches' record counts; past it, the batch is recorded from the checkpoint.
 PROGRESS_GRACE_SECONDS = 2.0
 
+#: Lag samples kept in the status file (one per batch of this run; a few KB).
+LAG_SAMPLES = 120
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
@@ -162,6 +178,27 @@ def batch_end_offsets(ends: list[Any]) -> PartitionOffsets | None:
         except CheckpointFormatError:
             continue  # not a Kafka source (e.g. a rate source joined in)
     return merged if found else None
+
+
+def batch_backlog(sources: list[Mapping[str, Any]]) -> int | None:
+    """Records waiting when a batch was planned: each Kafka source's ``latestOffset`` minus its ``startOffset``.
+
+    The source reports the high watermarks it planned against (``reportLatestOffset``), so this is the
+    job's lag at that moment, summed over partitions; None when no source reports both (a first batch
+    has no start, a JVM source may report no latest).
+    """
+    total, found = 0, False
+    for source in sources:
+        try:
+            start = parse_offsets_json(source.get("startOffset")) if source.get("startOffset") else None
+            latest = parse_offsets_json(source.get("latestOffset")) if source.get("latestOffset") else None
+        except CheckpointFormatError:
+            continue
+        if start is None or latest is None:
+            continue
+        total += sum(max(high - start.get(tp, high), 0) for tp, high in latest.items())
+        found = True
+    return total if found else None
 
 
 def checkpoint_position(url: str, storage_options: dict | None = None
@@ -259,6 +296,7 @@ class BatchProgress:
     numInputRows: int  # noqa: N815
     durationMs: dict[str, int]  # noqa: N815
     end_offsets: PartitionOffsets | None
+    backlog: int | None = None
 
 
 def progress_from_json(text: str) -> BatchProgress:
@@ -270,6 +308,7 @@ def progress_from_json(text: str) -> BatchProgress:
         numInputRows=int(data.get("numInputRows") or 0),
         durationMs=dict(data.get("durationMs") or {}),
         end_offsets=batch_end_offsets([source.get("endOffset") for source in data.get("sources") or []]),
+        backlog=batch_backlog(data.get("sources") or []),
     )
 
 
@@ -292,6 +331,8 @@ class StreamRuntime:
         self._last_batch_id: int | None = None
         self._last_offsets: PartitionOffsets | None = None
         self._dead_letters = 0
+        #: [epoch, batch id, records waiting when it was planned] of the newest batches: the job page's lag plot.
+        self._lag_samples: deque[list] = deque(maxlen=LAG_SAMPLES)
         self._stop_requested_at: str | None = None
         self._stop_requested_by: str | None = None
         self._signalled = 0
@@ -309,16 +350,50 @@ class StreamRuntime:
         self.checkpoint_location: str | None = None
         self.starting_offsets: str = config.starting_offsets
         self.committer = GroupCommitter(KafkaGroupCommit(config.client_config(), config.group_id))
+        self.standby = Standby.from_env(self.home, config.app_version, config.heartbeat_seconds,
+                                        config.standby_max_wait_seconds)
 
     # -- preparing ------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat."""
+        """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat.
+
+        A standby first waits for its go (warmed up, touching nothing of the running job).
+        """
         if self._prepared:
             return
+        standby = self.standby
+        if standby is not None and not standby.went:
+            standby.stand_by(self._warm_up)
+            self._started_at = utc_now()  # this driver's run as the job's driver starts now
+        try:
+            self._take_job()
+        except BaseException as exc:
+            if standby is not None:
+                standby.end(STANDBY_FAILED, f"taking over failed: {type(exc).__name__}: {exc}")
+            raise
+        if standby is not None:
+            standby.took_over()
+
+    def _warm_up(self) -> None:
+        """A standby's work before READY: what takes time and touches nothing of the running job.
+
+        The job home and its savepoints are read (a restore will need them), and the source runs once
+        with the job's options into a scratch folder (see :func:`~airflow_kafka_stream.spark.standby.rehearse`).
+        """
+        self.home.require()
+        if self.home.fs.exists(self.home.p("savepoints")):
+            self.home.fs.ls(self.home.p("savepoints"))
+        options = self._source_options(self.config.starting_offsets)
+        seconds = rehearse(self.spark, SOURCE_FORMAT, options, (self.home.status() or {}).get("last_offsets"))
+        log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
+        _BatchListener(self._on_batch)  # the listener's py4j classes
+
+    def _take_job(self) -> None:
         # Under the job lock: a reset or restore in progress must finish first, and once the STARTING
         # heartbeat is written every control-plane operation sees this driver as running.
         args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
-        with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}") as record:
+        with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}",
+                                existing_home=False) as record:
             self._refuse_second_driver()
             self.generation, self.starting_offsets = self._choose_generation()
             self.checkpoint_location = self.home.checkpoint_url(self.generation)
@@ -423,20 +498,24 @@ class StreamRuntime:
     def source_options(self) -> dict[str, str]:
         """Options for the ``kafka_stream`` source, including the drain handshake path."""
         self.prepare()
+        options = self._source_options(self.starting_offsets)
+        options["drainPath"] = self.home.control_url
+        # The checkpoint keeps no record of where a fresh start began; the source writes it here.
+        options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
+        return options
+
+    def _source_options(self, starting_offsets: str) -> dict[str, str]:
         options: dict[str, str] = {f"kafka.{k}": str(v) for k, v in self.config.client_config().items()}
         if self.config.topics:
             options["subscribe"] = ",".join(self.config.topics)
         else:
             options["subscribePattern"] = str(self.config.subscribe_pattern)
-        options["startingOffsets"] = self.starting_offsets
+        options["startingOffsets"] = starting_offsets
         # startingOffsets=group reads the job's own group; source_options may still name another one.
         options["groupId"] = self.config.group_id
         if self.config.max_offsets_per_trigger:
             options["maxOffsetsPerTrigger"] = str(self.config.max_offsets_per_trigger)
         options.update({k: str(v) for k, v in self.config.source_options.items()})
-        options["drainPath"] = self.home.control_url
-        # The checkpoint keeps no record of where a fresh start began; the source writes it here.
-        options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
         return options
 
     def read_stream(self):
@@ -447,6 +526,25 @@ class StreamRuntime:
         """Count records sent to the dead-letter destination (shown in the status)."""
         with self._lock:
             self._dead_letters += count
+
+    def spark_checkpoint_location(self) -> str:
+        """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.
+
+        The job home is named for fsspec (a local path, ``s3://``); Spark needs ``file://`` (a bare path means
+        the cluster's default file system) and ``s3a://``, and the same credentials and endpoint.
+        """
+        from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
+
+        options = self.config.storage_options
+        found = hadoop_settings(self.home.url, options)
+        if found.unmapped:
+            log.warning("job %s: storage option(s) %s have no Hadoop counterpart and do not reach Spark; set their "
+                        "spark.hadoop.* equivalent in the Spark configuration", self.config.job_name,
+                        ", ".join(found.unmapped))
+        hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in found.all.items():
+            hadoop.set(key, value)
+        return spark_url(str(self.checkpoint_location), options)
 
     # -- running --------------------------------------------------------------------------------
     def run(self, writer, query_name: str | None = None) -> RunResult:
@@ -464,7 +562,7 @@ class StreamRuntime:
                 raise JobStateError(self._fence_reason)
             if query_name:
                 writer = writer.queryName(query_name)
-            self._query = writer.option("checkpointLocation", self.checkpoint_location).start()
+            self._query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
             batch_listener.query_id = str(self._query.id)
             self._set_state(st.RUNNING)
             by_request = self._supervise()
@@ -623,6 +721,9 @@ class StreamRuntime:
         if offsets is None:
             log.warning("batch %s has no Kafka offsets in its progress; nothing to commit", progress.batchId)
             return
+        if progress.backlog is not None:
+            with self._lock:
+                self._lag_samples.append([round(time.time(), 1), progress.batchId, progress.backlog])
         self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
 
     def _record_batch(self, batch_id: int, offsets: PartitionOffsets, records: int, counted: bool = True) -> None:
@@ -753,9 +854,11 @@ class StreamRuntime:
                 "batches_this_run": self._batches,
                 "records_this_run": self._records,
                 "dead_letters": self._dead_letters,
+                "lag_samples": list(self._lag_samples),
                 "heartbeat": now.isoformat(),
                 "heartbeat_epoch": now.timestamp(),
                 "heartbeat_interval_seconds": self.config.heartbeat_seconds,
+                "clock_skew_seconds": self.config.clock_skew_seconds,
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "started_at": self._started_at.isoformat(),

@@ -39,10 +39,16 @@ from pyspark.sql.types import (
 )
 
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
-from airflow_kafka_stream.errors import DataLossError, InvalidInputError
+from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.spark import arrow_rows, offsets_text
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange, find_lost_offsets, plan_ranges, rate_limit
+from airflow_kafka_stream.spark.offset_ranges import (
+    OffsetRange,
+    find_lost_offsets,
+    group_ranges,
+    plan_ranges,
+    rate_limit,
+)
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
     START_EARLIEST,
@@ -54,7 +60,7 @@ from airflow_kafka_stream.spark.source_options import (
     SourceOptions,
     parse_source_options,
 )
-from airflow_kafka_stream.storage.files import url_to_fs, write_atomic
+from airflow_kafka_stream.storage.files import storage_options_from_env, url_to_fs, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +111,14 @@ class KafkaStreamDataSource(DataSource):
 
 
 class KafkaRange(InputPartition):
-    """One Spark task: offsets ``[start, end)`` of one Kafka partition."""
+    """One Spark task: offset ranges ``[start, end)`` of Kafka partitions (one, or several small ones,
+    see offset_ranges.group_ranges), and their topics' ids when planned (a kept consumer serves only
+    the topic it was made for, see consumer_cache.py)."""
 
-    def __init__(self, rng: OffsetRange) -> None:
-        super().__init__(rng)
-        self.rng = rng
+    def __init__(self, ranges: Sequence[OffsetRange], topic_ids: Mapping[str, str] | None = None) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
+        self.topic_ids = dict(topic_ids or {})
 
 
 def parse_offsets(offsets: Mapping) -> PartitionOffsets:
@@ -232,14 +241,26 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             bounds = self._watermarks(odd)
             self._check_lost({tp: begin[tp] for tp in odd if tp in begin}, bounds)
             begin = {**begin, **{tp: bounds[tp][0] for tp in odd}}
-        ranges = plan_ranges(begin, finish, self.options.min_partitions, self.options.max_records_per_partition)
-        return [KafkaRange(rng) for rng in ranges]
+        opts = self.options
+        ranges = plan_ranges(begin, finish, opts.min_partitions, opts.max_records_per_partition)
+        if opts.min_partitions or opts.max_records_per_partition:
+            tasks = [(rng,) for rng in ranges]  # the user chose the parallelism
+        else:
+            tasks = group_ranges(ranges, opts.min_records_per_task)
+        ids = self._topic_ids({rng.topic for rng in ranges}) if opts.consumer_cache and ranges else {}
+        return [KafkaRange(task, {r.topic: ids[r.topic] for r in task if r.topic in ids}) for task in tasks]
 
     def read(self, partition: KafkaRange) -> Iterator:
-        return arrow_rows.read_range(self.options, partition.rng)
+        for rng in partition.ranges:
+            yield from arrow_rows.read_range(self.options, rng, partition.topic_ids.get(rng.topic))
 
     def commit(self, end: dict) -> None:
         """Nothing to do: group offsets are committed by the job runtime after Spark's own commit."""
+
+    def stop(self) -> None:
+        """The query stopped: let go of the planning client. Planning uses one admin client per query
+        (kafka.metadata keeps it between batches), each request bounded by a timeout."""
+        metadata.forget_clients()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -268,6 +289,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Watermarks to plan from; invalid answers (e.g. -1001 under broker overload) are asked again
         for up to kafkaConsumer.pollTimeoutMs, then fail as a Kafka error, never as data loss."""
         return metadata.watermarks(self._client_config, partitions, retry_for=self.options.poll_timeout_ms / 1000.0)
+
+    def _topic_ids(self, topics: set[str]) -> dict[str, str]:
+        """The topics' ids for the executors' consumer cache; none (no reuse this batch) when asking fails,
+        since reuse is an optimisation and must never fail a batch."""
+        try:
+            return metadata.topic_ids(self._client_config, topics)
+        except KafkaAccessError as exc:
+            log.warning("kafka_stream: no topic ids for this batch, its tasks open new consumers: %s", exc)
+            return {}
 
     def _check_lost(
         self, begin: PartitionOffsets, bounds: Mapping[TopicPartition, tuple[int, int]]
@@ -319,7 +349,7 @@ def _now() -> str:
 
 def _write_atomically(url: str, body: bytes) -> None:
     """Readers see the old file or the whole new one (see storage.files.write_atomic)."""
-    fs, path = url_to_fs(url)
+    fs, path = url_to_fs(url, storage_options_from_env())
     write_atomic(fs, path, body)
 
 
@@ -327,7 +357,11 @@ _FILESYSTEMS: dict[str, tuple] = {}
 
 
 def _filesystem(url: str):
-    """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger)."""
+    """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger).
+
+    Opened with the job home's storage options when the driver got them from a submit: this runs in the
+    Python process Spark starts on the driver, which inherits the driver's environment.
+    """
     if url not in _FILESYSTEMS:
-        _FILESYSTEMS[url] = url_to_fs(url)
+        _FILESYSTEMS[url] = url_to_fs(url, storage_options_from_env())
     return _FILESYSTEMS[url]

@@ -34,6 +34,9 @@ How to read:
                          proportion to their backlog (ignored by availableNow's final sweep as in Spark).
   ``minPartitions``      at least this many Spark partitions per batch (big ranges are split).
   ``maxRecordsPerPartition``  split ranges larger than this into several Spark partitions.
+  ``minRecordsPerTask``  without minPartitions and maxRecordsPerPartition, partitions' ranges
+                         smaller than this share a Spark task (50000; 1: a task per partition):
+                         a Python task costs tens of milliseconds before it reads a record.
   ``failOnDataLoss``     ``true`` (default): fail when offsets the query needs are gone
                          (retention, recreated topic); ``false``: log it and go on from the
                          earliest available offset.
@@ -43,6 +46,15 @@ How to read:
                          (librdkafka from the confluent-kafka wheel) when the package's extension
                          is built; ``false``: read through confluent-kafka in Python. Headers
                          (``includeHeaders=true``) are always read in Python.
+  ``kafkaConsumer.cache``  ``false`` (default): every task makes and closes its own consumers;
+                         ``true``: a Python worker keeps each partition's consumer for the next
+                         batch's task (see consumer_cache.py and docs/source.md for its cost).
+  ``kafkaConsumer.cacheTimeoutMs``  how long a kept consumer may stay idle before it is closed
+                         (300000, as Spark's spark.kafka.consumer.cache.timeout).
+  ``kafkaConsumer.allowPythonFallback``  ``false`` (default): a task whose executor lacks the C reader
+                         (extension not built, or shipped in a ``--py-files`` zip, or no librdkafka)
+                         fails naming the reason, instead of running 30% slower unnoticed;
+                         ``true``: such a task reads in Python and logs why.
   ``drainPath``          directory URL (any fsspec URL) of the graceful-stop handshake: when
                          ``<drainPath>/stop`` exists the source plans no new batch and writes
                          ``<drainPath>/drained.json``.
@@ -77,6 +89,8 @@ START_TIMESTAMP = "timestamp"
 START_TIMESTAMPS = "timestamps"
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_CACHE_TIMEOUT_MS = 300_000
+DEFAULT_MIN_RECORDS_PER_TASK = 50_000
 
 #: Every option this source reads, in the spelling the documentation uses.
 KNOWN_OPTIONS = (
@@ -92,10 +106,14 @@ KNOWN_OPTIONS = (
     "maxOffsetsPerTrigger",
     "minPartitions",
     "maxRecordsPerPartition",
+    "minRecordsPerTask",
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
     "kafkaConsumer.nativeReader",
+    "kafkaConsumer.cache",
+    "kafkaConsumer.cacheTimeoutMs",
+    "kafkaConsumer.allowPythonFallback",
     "drainPath",
     "startOffsetsPath",
 )
@@ -172,6 +190,7 @@ class SourceOptions:
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    min_records_per_task: int = DEFAULT_MIN_RECORDS_PER_TASK
     fail_on_data_loss: bool = True
     include_headers: bool = False
     drain_path: str | None = None
@@ -179,6 +198,9 @@ class SourceOptions:
     group_id: str | None = None
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     native_reader: bool = True
+    consumer_cache: bool = False
+    cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
+    allow_python_fallback: bool = False
 
     @property
     def bootstrap_servers(self) -> str:
@@ -200,6 +222,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
         min_partitions=_positive_int(opts, "minPartitions"),
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
+        min_records_per_task=_positive_int(opts, "minRecordsPerTask") or DEFAULT_MIN_RECORDS_PER_TASK,
         fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
         include_headers=_boolean(opts, "includeHeaders", False),
         drain_path=_text(opts, "drainPath"),
@@ -207,6 +230,9 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         group_id=group_id,
         poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
         native_reader=_boolean(opts, "kafkaConsumer.nativeReader", True),
+        consumer_cache=_boolean(opts, "kafkaConsumer.cache", False),
+        cache_timeout_ms=_positive_int(opts, "kafkaConsumer.cacheTimeoutMs") or DEFAULT_CACHE_TIMEOUT_MS,
+        allow_python_fallback=_boolean(opts, "kafkaConsumer.allowPythonFallback", False),
     )
 
 

@@ -6,7 +6,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -75,8 +75,34 @@ def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[AbstractFi
         # Filesystems that connect on creation (hdfs) or reject a storage option fail here.
         first_line = (str(exc).splitlines() or [""])[0]
         raise InvalidInputError(f"cannot open {url} ({type(exc).__name__}: {first_line}); check the URL "
-                                "and --storage-options") from exc
+                                "and the storage options") from exc
     return fs, path.rstrip("/") or "/"
+
+
+#: Environment variable carrying a job home's fsspec storage options (secrets included) as JSON to its driver,
+#: so the runtime and the source's drain handshake open the home as the control plane does.
+STORAGE_OPTIONS_ENV = "AIRFLOW_KAFKA_STREAM_STORAGE_OPTIONS"
+
+
+def json_object_from_env(name: str, holds: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON object a submit passed to this driver in the environment variable ``name`` (empty when unset);
+    ``holds`` says what it is for the error (e.g. "fsspec storage options")."""
+    text = (environ if environ is not None else os.environ).get(name)
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{name} is not valid JSON ({exc.msg}); it must hold a JSON object of {holds}"
+                                ) from None
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{name} must hold a JSON object of {holds}")
+    return value
+
+
+def storage_options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The storage options a submit passed to this driver in :data:`STORAGE_OPTIONS_ENV` (empty when none)."""
+    return json_object_from_env(STORAGE_OPTIONS_ENV, "fsspec storage options", environ)
 
 
 def is_local(fs: AbstractFileSystem) -> bool:

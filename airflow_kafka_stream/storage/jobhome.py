@@ -5,11 +5,14 @@ Layout (any fsspec URL)::
     <home>/job.json                what was submitted
     <home>/status.json             kept fresh by the running job
     <home>/control/stop            a request to drain and stop
+    <home>/control/standby.json    the next version's warm standby driver, if any (see core.standby)
+    <home>/control/standby-go.json the upgrade's go (or cancel) for that standby
     <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest with a record
     <home>/generations/<NNNN>.json how each generation started
     <home>/savepoints/<id>/        immutable savepoints
     <home>/history.jsonl           append-only record of every operation
     <home>/lock                    held by the control-plane operation in progress
+    <home>/control/broken-locks/   tokens of locks broken by ``unlock`` (their holders must not release)
 """
 
 from __future__ import annotations
@@ -39,10 +42,16 @@ from airflow_kafka_stream.storage.files import (
 from airflow_kafka_stream.storage.processes import process_alive
 
 GENERATION_WIDTH = 4
+#: Where ``unlock`` leaves the token of each lock it broke, so that lock's holder never removes a later one.
+BROKEN_LOCKS = ("control", "broken-locks")
 
 #: Modes of a stop request (``control/stop``): finish the running batch first, or cancel it.
 STOP_MODE_DRAIN = "drain"
 STOP_MODE_KILL = "kill"
+
+#: A warm standby's own record, and the go (or cancel) the control plane gives it.
+STANDBY_RECORD = ("control", "standby.json")
+STANDBY_GO = ("control", "standby-go.json")
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +73,8 @@ class JobHome:
 
     def __init__(self, url: str, storage_options: dict | None = None):
         if not url or not str(url).strip():
-            raise InvalidInputError("the job home is empty; pass --job-home with a directory path or URL")
+            raise InvalidInputError("job_home is empty; give the job's home directory as a path or URL",
+                                    setting="job_home")
         check_url(url)  # before the trailing slashes go: "s3://" would become the local path "s3:"
         self.url = str(url).rstrip("/")
         self.storage_options = storage_options or {}
@@ -94,7 +104,7 @@ class JobHome:
         if not (self.fs.exists(self.p("job.json")) or self.fs.exists(self.p("checkpoints"))):
             raise InvalidInputError(
                 f"{self.url} is not a job home: it has neither job.json nor checkpoints/; "
-                "pass the directory the job was started with (--job-home)"
+                "give as job_home the directory the job was started with", setting="job_home"
             )
 
     # -- job spec and status -----------------------------------------------------------------
@@ -129,6 +139,17 @@ class JobHome:
                 self.fs.rm(self.p("control", name))
                 removed.append(name)
         return removed
+
+    def read_control(self, name: tuple[str, ...]) -> dict[str, Any] | None:
+        """A JSON document of the home (e.g. :data:`STANDBY_RECORD`), None when absent or not readable whole."""
+        try:
+            found = read_json(self.fs, self.p(*name))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    def write_control(self, name: tuple[str, ...], document: dict[str, Any]) -> None:
+        write_atomic(self.fs, self.p(*name), dump_json(document))
 
     # -- checkpoint generations ----------------------------------------------------------------
     def generations(self) -> list[int]:
@@ -259,11 +280,13 @@ class JobHome:
                 "host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
         if not self._acquire(info):
             held = self.read_lock() or {}
+            elsewhere = held.get("host") not in (None, socket.gethostname())
             raise JobStateError(
                 f"job home {self.url} is locked by {held.get('holder', '?')} for "
-                f"{held.get('operation', '?')} since {held.get('acquired_at', '?')}; wait for that operation "
-                "to finish, or, if its process died, release it with `airflow-kafka-stream unlock --job-home "
-                f"{self.url}`"
+                f"{held.get('operation', '?')} since {held.get('acquired_at', '?')}"
+                + (f" from host {held.get('host')}, whose processes cannot be checked from here" if elsewhere else "")
+                + "; wait for that operation to finish, or, if its process died, release it with "
+                f"`airflow-kafka-stream unlock --job-home {self.url}`"
             )
         try:
             yield info
@@ -271,14 +294,23 @@ class JobHome:
             self._release(info)
 
     def _release(self, info: dict[str, Any]) -> None:
-        """Remove the lock file if it is still ours (read, compare token, delete).
+        """Remove the lock file if it is still ours; never after an ``unlock`` broke ours.
 
-        A race remains between the read and the delete: a forced unlock plus a new acquisition that
-        both land in that window (milliseconds, against an operator typing `unlock`) would lose the
-        new holder's lock. Neither a local rename nor an S3 DELETE can be made conditional on the
-        file's content through fsspec, so the window is kept as small as one read allows.
+        ``unlock`` leaves a tombstone named by the broken lock's token before it removes the lock, so a
+        holder whose lock was broken finds the tombstone and touches nothing, however late it finishes
+        (an unlock that was given while the holder was still working, on this host or another). Without a
+        tombstone the token is compared before the delete; neither a local rename nor an S3 DELETE can be
+        made conditional on the file's content through fsspec, so only an unlock racing this very release
+        (milliseconds) is left uncovered.
         """
+        tombstone = self.p(*BROKEN_LOCKS, info["token"])
         try:
+            if self.fs.exists(tombstone):
+                log.warning("the lock of %s for %s was broken with `unlock` while the operation ran: the lock "
+                            "there now (if any) belongs to someone else and is left in place", self.url,
+                            info.get("operation"))
+                self.fs.rm(tombstone)
+                return
             held = self.read_lock()
         except OSError as exc:
             log.warning("could not read the lock of %s to release it (left in place): %s", self.url, exc)
@@ -310,9 +342,17 @@ class JobHome:
         return create_exclusive(self.fs, self.p("lock"), dump_json(info))
 
     def force_unlock(self) -> dict[str, Any] | None:
-        """Break the lock whoever holds it (its process died); the holder, if alive, will not remove the next one."""
+        """Break the lock whoever holds it (its process died); the holder, if alive, will not remove the next one.
+
+        A tombstone named by the broken lock's token is written first: its holder, should it still be running
+        on some host, finds it when it finishes and leaves whatever lock is there alone.
+        """
         held = self.read_lock()
         if held is not None:
+            token = held.get("token")
+            if isinstance(token, str) and token and "/" not in token:
+                write_atomic(self.fs, self.p(*BROKEN_LOCKS, token),
+                             dump_json({"broken_at": utc_now().isoformat(), "by": who_am_i(), "lock": held}))
             try:
                 self.fs.rm(self.p("lock"))
             except FileNotFoundError:

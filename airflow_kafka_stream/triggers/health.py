@@ -66,12 +66,14 @@ class StreamJobHealthTrigger(BaseTrigger):
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param poll_seconds: how often to look.
     :param timeout_seconds: how long the whole check may take.
+    :param startup_seconds: how long the run may take to commit its first batch before it counts as stalled.
     """
 
     def __init__(self, job_home: str, kafka_conn_id: str, min_batches: int = 1, window_seconds: float = 60.0,
                  lag_tolerance: int = 0, newer_than: str | None = None, storage_conn_id: str | None = None,
-                 poll_seconds: float = 5.0, timeout_seconds: float = 900.0) -> None:
+                 poll_seconds: float = 5.0, timeout_seconds: float = 900.0, startup_seconds: float = 300.0) -> None:
         super().__init__()
+        self.startup_seconds = startup_seconds
         self.job_home = job_home
         self.kafka_conn_id = kafka_conn_id
         self.min_batches = min_batches
@@ -86,11 +88,12 @@ class StreamJobHealthTrigger(BaseTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {name: getattr(self, name) for name in (
                     "job_home", "kafka_conn_id", "min_batches", "window_seconds", "lag_tolerance", "newer_than",
-                    "storage_conn_id", "poll_seconds", "timeout_seconds")})
+                    "storage_conn_id", "poll_seconds", "timeout_seconds", "startup_seconds")})
 
     def spec(self) -> HealthSpec:
         newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
-        return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer)
+        return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer,
+                          startup_seconds=self.startup_seconds)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

@@ -45,10 +45,15 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
                          deferrable=True, poke_interval=1, timeout=240)
     StreamJobStateSensor(task_id="poked", job_home=HOME, target_states=["RUNNING"], min_batches=1,
                          deferrable=False, mode="poke", poke_interval=1, timeout=240)
+    from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
+    StreamJobHealthSensor(task_id="healthy_poked", job_home=HOME, min_batches=1, window_seconds=3,
+                          deferrable=False, mode="poke", poke_interval=1, timeout=240)
 """))
-        assert waited.tasks == {"deferred": "success", "poked": "success"}, pipeline.log_tail()
+        assert waited.tasks == {"deferred": "success", "poked": "success", "healthy_poked": "success"}, \
+            pipeline.log_tail()
         assert waited.xcom("deferred")["state"] == "RUNNING"
         assert waited.xcom("poked")["batches_this_run"] >= 1
+        assert waited.xcom("healthy_poked")["job"]["state"] == "RUNNING"
 
         ends = {p: high for p, (_low, high) in watermarks(kafka_bootstrap, topic, PARTITIONS).items()}
         pipeline.wait_for_offsets(topic, ends)
@@ -62,12 +67,18 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
         assert "is running" in record["error"]
         assert read_position(JobHome(home).checkpoint_url()).source_offsets(0) == before
 
-        pipeline.request_stop()
+        # The stop operator waiting in its worker slot (not deferred); the sensor then sees STOPPED, deferred.
         stopped = run_dag("aks_wait_stopped", dag_source("aks_wait_stopped", home, """
-    StreamJobStateSensor(task_id="stopped", job_home=HOME, target_states=["STOPPED"], deferrable=True,
-                         poke_interval=1, timeout=240)
+    from airflow_kafka_stream.operators.stop import StreamStopOperator
+    stop = StreamStopOperator(task_id="stop", job_home=HOME, savepoint=False, deferrable=False, poll_seconds=0.5,
+                              timeout_seconds=240)
+    stop >> StreamJobStateSensor(task_id="stopped", job_home=HOME, target_states=["STOPPED"], deferrable=True,
+                                 poke_interval=1, timeout=240)
 """))
-        assert stopped.tasks == {"stopped": "success"}, pipeline.log_tail()
+        assert stopped.tasks == {"stop": "success", "stopped": "success"}, pipeline.log_tail()
+        assert stopped.xcom("stop")["state"] == "STOPPED" and stopped.xcom("stop")["was_running"]
+        assert stopped.xcom("stop")["savepoint"] is None
+        assert any((r["operation"], r["result"]) == ("stop", "ok") for r in JobHome(home).history())
         assert pipeline.wait_exit() == 0
     finally:
         pipeline.kill()
@@ -79,6 +90,10 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
     assert verified.tasks == {"verify": "success"}
     report = verified.xcom("verify")
     assert report["status"] == "OK"
+    from urllib.parse import quote
+
+    # The task's "Stream job" extra link, persisted as Airflow 3 reads it, names the job home it worked on.
+    assert verified.xcom("verify", "_link_StreamJobPageLink") == f"/stream-jobs/?home={quote(home, safe='')}"
     assert {(p["topic"], str(p["partition"])): p["checkpoint_offset"] for p in report["partitions"]} == {
         (topic, part): off for part, off in wanted[topic].items()}
 
@@ -122,7 +137,7 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
     # Housekeeping keeps the newest and a pinned savepoint, whatever the limits.
     from airflow_kafka_stream.ops.savepoints import create, list_all, pin
 
-    made = [create(JobHome(home))["id"] for _ in range(3)]
+    made = [create(JobHome(home)).id for _ in range(3)]
     pin(JobHome(home), made[0], "an upgrade may roll back to it")
     pruned = run_dag("aks_housekeeping", dag_source("aks_housekeeping", home, """
     from airflow_kafka_stream.operators.savepoints import StreamSavepointHousekeepingOperator
@@ -130,7 +145,7 @@ def test_dags_wait_for_verify_and_reset_a_real_job(tmp_path, kafka_bootstrap, ai
 """))
     assert pruned.tasks == {"prune": "success"}
     assert pruned.xcom("prune")["deleted"] == [made[1]]
-    assert sorted(s["id"] for s in list_all(JobHome(home))) == sorted([made[0], made[2]])
+    assert sorted(s.id for s in list_all(JobHome(home))) == sorted([made[0], made[2]])
     from airflow_kafka_stream.errors import JobStateError
     from airflow_kafka_stream.ops.savepoints import delete
 
@@ -149,3 +164,21 @@ def test_reset_operator_refuses_bad_arguments_naming_them(kwargs, named):
 
     with pytest.raises(InvalidInputError, match=named):
         StreamResetOperator(task_id="r", job_home="/tmp/x", **kwargs)
+
+
+def test_a_mistyped_job_home_is_refused_by_airflow_and_the_cli_alike(tmp_path, airflow_db, capsys):
+    """The job-home check lives in the operations: an Airflow task gets the CLI's refusal, and nothing is created."""
+    from tests.integration.cli_helpers import cli
+
+    home = str(tmp_path / "no-such-job")
+    outcome = run_dag("aks_mistyped_home", dag_source("aks_mistyped_home", home, """
+    from airflow_kafka_stream.operators.stop import StreamStopOperator
+    from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
+    StreamStopOperator(task_id="stop", job_home=HOME, deferrable=False)
+    StreamRestoreOperator(task_id="restore", job_home=HOME, savepoint_id="sp-x")
+"""))
+    assert outcome.tasks == {"stop": "failed", "restore": "failed"}
+    refused = cli(capsys, "stop", "--job-home", home)
+    assert refused.code == 2
+    assert "is not a job home" in refused.err and "--job-home" in refused.err, refused.err
+    assert not (tmp_path / "no-such-job").exists(), "a refused operation created the job home"

@@ -92,7 +92,12 @@ def test_submit_starts_one_detached_driver_and_keeps_secrets_out(tmp_path, kafka
             assert SECRET not in (home / name).read_text(), name
         for outcome in (first, again, other):
             assert SECRET not in json.dumps(list(outcome.xcoms.values()), default=str)
-        assert SECRET not in capfd.readouterr().out
+            assert outcome.rendered.get("submit"), "Airflow stored no rendered template fields to check"
+            assert SECRET not in json.dumps(outcome.rendered, default=str), "the secret is in a rendered template"
+        # dag.test() runs the tasks in this process: their logs are this process's output.
+        printed = capfd.readouterr()
+        assert "is RUNNING" in printed.out + printed.err, "the task logs were not captured, so not checked"
+        assert SECRET not in printed.out + printed.err, "the secret is in a task log"
     finally:
         _stop(home)
 

@@ -18,8 +18,8 @@ import pytest
 
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.status import read_status
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.status import read_status
 from tests.conftest import ROOT
 from tests.integration.cli_helpers import (
     Job,

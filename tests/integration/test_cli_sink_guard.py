@@ -68,9 +68,10 @@ def test_reset_of_a_foreach_batch_job_follows_its_sink_kind(capsys, spark, saved
     before = snapshot(job)
 
     as_file = cli(capsys, *reset)
-    assert as_file.code == 2 and "no _spark_metadata" in as_file.err and "--sink-kind idempotent" in as_file.err
+    assert as_file.code == 2 and "no _spark_metadata" in as_file.err
+    assert "set sink_kind to idempotent" in as_file.err and "--sink-kind" in as_file.err
     empty = cli(capsys, *reset, "--sink-path", "")
-    assert empty.code == 2 and "--sink-path is empty" in empty.err
+    assert empty.code == 2 and "sink_path is empty" in empty.err and "--sink-path" in empty.err
     assert_unchanged(job, before)
 
     done = cli(capsys, *reset, "--sink-kind", "idempotent", "--json")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from airflow_kafka_stream.spark.status import is_alive, read_status
+from airflow_kafka_stream.storage.status import is_alive, read_status
 from tests.conftest import ROOT
 from tests.kafka_utils import committed, create_topic, produce, unique, watermarks
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 
@@ -79,6 +80,7 @@ def test_generations_history_and_stop_requests(home):
 
 
 def test_recorded_operation_writes_history_and_redacts_secrets(home):
+    home.write_spec({"job": "history-test"})  # an existing job home: operations refuse any other directory
     with recorded_operation(home, "reset", {"sasl.password": "hunter2", "to": 5}, by="tester") as rec:
         rec["before"], rec["after"] = {"x": 1}, {"x": 2}
     with pytest.raises(InvalidInputError):
@@ -149,3 +151,46 @@ def test_a_lock_is_released_only_while_it_holds_our_token(home):
         home.force_unlock()
         home.fs.pipe_file(home.p("lock"), b'{"holder": "second", "operation": "restore", "token": "t2"}')
     assert home.read_lock()["holder"] == "second"
+
+
+def test_an_operation_on_a_directory_that_is_not_a_job_home_is_refused_and_leaves_nothing(home):
+    """A mistyped job home: refused before the lock or the history could create anything there."""
+    with pytest.raises(InvalidInputError, match="is not a job home") as info:
+        with recorded_operation(home, "reset", {"to": 5}, by="tester"):
+            raise AssertionError("the body must not run")
+    assert info.value.setting == "job_home"
+    assert home.read_lock() is None and home.history() == []
+    assert not home.fs.exists(home.p("job.json")) and not home.fs.exists(home.p("history.jsonl"))
+
+
+def test_unlock_leaves_a_tombstone_the_broken_holder_obeys(home):
+    """After unlock, the old holder removes no lock, even one that reads as its own (a stale cached or replica
+    read, a restored backup), and clears its tombstone."""
+    with home.lock("reset", holder="first") as info:
+        assert home.force_unlock()["holder"] == "first"
+        assert home.fs.exists(home.p("control", "broken-locks", info["token"]))
+        with home.lock("restore", holder="second"):
+            pass  # "first" still runs; "second" came and went
+        home.fs.pipe_file(home.p("lock"), json.dumps(info).encode())  # what a stale read would show "first"
+    assert home.read_lock() is not None, "the broken holder removed a lock after unlock"
+    assert not home.fs.exists(home.p("control", "broken-locks", info["token"]))
+
+
+def test_a_stale_lock_from_another_host_is_not_broken_by_a_pid_check(home):
+    """A pid means nothing on another host: the lock stays until a person runs unlock; the refusal says why."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = {"holder": "airflow@worker-7:4242", "operation": "reset", "acquired_at": "2020-01-01T00:00:00+00:00",
+             "host": "worker-7", "pid": int(dead.stdout), "token": "t-worker-7"}
+    home.fs.makedirs(home.path, exist_ok=True)
+    home.fs.pipe_file(home.p("lock"), json.dumps(stale).encode())
+    with pytest.raises(JobStateError, match="from host worker-7, whose processes cannot be checked from here.*unlock"):
+        with home.lock("restore", holder="here"):
+            pass
+    assert home.read_lock()["token"] == "t-worker-7"
+    stale["host"] = __import__("socket").gethostname()  # the same pid on this host: provably gone, broken
+    home.fs.pipe_file(home.p("lock"), json.dumps(stale).encode())
+    with home.lock("restore", holder="here"):
+        assert home.read_lock()["holder"] == "here"

@@ -233,7 +233,7 @@ def test_drop_state_on_two_sources_is_refused_before_anything_changes(capsys, wo
     assert "2 Kafka sources" in refused.err and "startingOffsets" in refused.err
     refused = cli(capsys, "reset", *home, "--to-earliest", "--execute", "--drop-state")
     assert refused.code == 2
-    assert "2 Kafka sources" in refused.err and "without --drop-state" in refused.err
+    assert "2 Kafka sources" in refused.err and "without drop_state" in refused.err and "--drop-state" in refused.err
     assert_unchanged(job, before)
     assert [r["result"] for r in job.history()[-2:]] == ["refused", "refused"]
 
@@ -283,7 +283,7 @@ def test_reset_follows_a_restore_that_finished_before_it_took_the_lock(capsys, w
     assert current != stale
 
     outcome = reset_ops.execute(ctx, reset_ops.ResetRequest("to-earliest"))
-    assert outcome["verified"] and outcome["checkpoint"] == current
+    assert outcome.verified and outcome.checkpoint == current
     targets = offsets(world, 0, 0, 0)
     assert source_lines(current) == by_source(world, targets)
     assert source_lines(stale) == by_source(world, world["highs"]), "the old generation is untouched"

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from airflow_kafka_stream.errors import DataLossError, InvalidInputError
+from airflow_kafka_stream.errors import DataLossError, InvalidInputError, ReaderUnavailableError
 from airflow_kafka_stream.spark import arrow_rows, native_reader
 from airflow_kafka_stream.spark.native_reader import NativePartition
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
@@ -132,20 +132,25 @@ def test_option_the_client_refuses_is_named(kafka_bootstrap, topic, reader):
         read(opts, topic, 0, 1)
 
 
-def test_without_the_extension_the_python_reader_serves(kafka_bootstrap, topic, monkeypatch, caplog):
-    native_reader.native_module.cache_clear()
+def test_without_the_extension_a_task_fails_unless_the_fallback_is_allowed(kafka_bootstrap, topic, monkeypatch,
+                                                                           caplog):
+    """An executor without the C reader fails loudly by default; kafkaConsumer.allowPythonFallback reads in Python."""
+    native_reader._bind.cache_clear()
     monkeypatch.setattr(native_reader, "librdkafka_path", lambda: None)
     try:
         with caplog.at_level(logging.WARNING, logger=native_reader.__name__):
             assert native_reader.native_module() is None
-        assert "reading in Python" in caplog.text
-        partition = arrow_rows.open_partition(
-            options(kafka_bootstrap, topic, "native"), OffsetRange(topic, 0, 0, 1), arrow_rows.arrow_schema(False)
-        )
+        assert "C reader unavailable: librdkafka was found neither" in caplog.text
+        schema, rng = arrow_rows.arrow_schema(False), OffsetRange(topic, 0, 0, 1)
+        with pytest.raises(ReaderUnavailableError, match=r"C reader is unavailable on this executor .*librdkafka "
+                                                         r"was found neither.*kafkaConsumer\.allowPythonFallback=true"):
+            arrow_rows.open_partition(options(kafka_bootstrap, topic, "native"), rng, schema)
+        allowed = options(kafka_bootstrap, topic, "native", **{"kafkaConsumer.allowPythonFallback": "true"})
+        partition = arrow_rows.open_partition(allowed, rng, schema)
         partition.close()
         assert isinstance(partition, ConfluentPartition)
     finally:
-        native_reader.native_module.cache_clear()
+        native_reader._bind.cache_clear()
 
 
 def test_closed_native_reader_refuses_reads(kafka_bootstrap, topic):

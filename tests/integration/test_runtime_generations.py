@@ -7,8 +7,8 @@ import json
 import pytest
 
 from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
-from airflow_kafka_stream.spark.status import read_status
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.status import read_status
 from tests.kafka_utils import committed, create_topic, produce, unique
 
 pytestmark = pytest.mark.integration

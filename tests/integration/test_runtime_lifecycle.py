@@ -17,8 +17,8 @@ from airflow_kafka_stream.ops import savepoints
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime, run_stream
-from airflow_kafka_stream.spark.status import read_status
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.status import read_status
 from tests.integration.cli_helpers import cli, commit_group
 from tests.kafka_utils import create_topic, produce, unique
 
@@ -182,7 +182,7 @@ def test_stop_is_idempotent_on_a_failed_job_and_saves_only_a_consistent_checkpoi
     with pytest.raises(RuntimeError, match="bad sink configuration"):
         run_stream(spark, str(home), config, broken)
     assert read_status(str(home))["state"] == "FAILED"
-    made = stop_job(JobHome(str(home)), savepoint=True)
+    made = stop_job(JobHome(str(home)), savepoint=True).to_dict()
     assert made["state"] == "FAILED" and not made["was_running"]
     assert made["savepoint"]["batch_id"] == 1 and made["savepoint"]["offsets"] == {topic: {"0": 4}}
 
@@ -211,7 +211,7 @@ def test_a_stop_that_times_out_is_withdrawn_and_the_job_keeps_running(spark, kaf
     produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3, 5)], partition=0)
     job.wait_offsets({topic: {"0": 5}})
 
-    stopped = stop_job(JobHome(str(home)), timeout=60, poll=0.2)
+    stopped = stop_job(JobHome(str(home)), timeout=60, poll=0.2).to_dict()
     assert stopped["state"] == "STOPPED" and stopped["was_running"] and not stopped["killed"]
     result = job.join()
     assert (result.state, result.exit_code, result.last_batch_id) == ("STOPPED", 0, 1), result.summary()
@@ -231,7 +231,7 @@ def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_co
     produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3, 5)], partition=0)
     wait_for(lambda: (job.started / "1").exists(), "batch 1 to start")
 
-    stopped = stop_job(JobHome(str(home)), timeout=2, poll=0.2, on_timeout="kill", savepoint=True)
+    stopped = stop_job(JobHome(str(home)), timeout=2, poll=0.2, on_timeout="kill", savepoint=True).to_dict()
     assert stopped["killed"] and stopped["state"] == "STOPPED", stopped
     assert "batch 1 was cancelled" in stopped["note"], stopped
     assert stopped["savepoint"]["batch_id"] == 0 and stopped["savepoint"]["offsets"] == {topic: {"0": 3}}

@@ -40,7 +40,7 @@ def original(spark, kafka_bootstrap, tmp_path_factory) -> Job:
     for p in (0, 1):
         produce(kafka_bootstrap, topic, [(None, f"v-{p}-{i}") for i in range(6)], partition=p)
     job = make_job(spark, kafka_bootstrap, tmp_path_factory.mktemp("seeded") / "home", {topic: 2})
-    job.extra["savepoint"] = savepoints.create(job.jobhome)["id"]
+    job.extra["savepoint"] = savepoints.create(job.jobhome).id
     for p in (0, 1):
         produce(kafka_bootstrap, topic, [(None, f"w-{p}-{i}") for i in range(4)], partition=p)
     return job
@@ -51,7 +51,7 @@ def seeded(original, tmp_path) -> Job:
     """A copy of the job home restored with --drop-state: generation 0002, seeded, not started."""
     job = original.copy(tmp_path / "home")
     restored = savepoints.restore(job.jobhome, job.extra["savepoint"], drop_state=True)
-    assert restored["generation"] == 2
+    assert restored.generation == 2
     return job
 
 

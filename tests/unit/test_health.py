@@ -41,9 +41,15 @@ CASES = [
      "committing batches but losing ground is unhealthy"),
     ("consumes-nothing", status(), samples((0, 10, 3), (30, 10, 3)), False, Outcome.FAILED, "consumes nothing",
      "records wait and no batch was committed in the window"),
-    ("stalled-before-first-batch", status(batches=0), samples((0, 10, 0), (30, 12, 0)), False, Outcome.FAILED,
-     "consumes nothing", "running with records waiting and no batch for a whole window: no need to wait out the "
-     "deadline"),
+    ("slow-first-batch", status(batches=0), samples((0, 10, 0), (30, 12, 0)), False, Outcome.WAITING, "batch",
+     "a fresh driver's first batch may take longer than the window (JVM, Python workers, a backlog): within "
+     "startup_seconds (300) it is no stall"),
+    ("stalled-before-first-batch", status(batches=0), samples((0, 10, 0), (150, 12, 0), (300, 12, 0)), False,
+     Outcome.FAILED, "consumes nothing", "records waiting and no first batch for startup_seconds: no need to wait "
+     "out the deadline"),
+    ("stalled-after-batches", status(batches=2), samples((0, 10, 2), (30, 12, 2)), False, Outcome.FAILED,
+     "consumes nothing", "once it committed batches, a whole window without one is a stall; the start-up grace "
+     "is over"),
     ("idle-before-first-batch", status(batches=0), samples((0, 0, 0), (30, 0, 0)), False, Outcome.SUCCESS,
      "caught up", "no input for a whole window: a healthy job has no batch to commit"),
     ("small-growth-tolerated", status(), samples((0, 2, 3), (30, 5, 4)), False, Outcome.SUCCESS, "healthy",
@@ -64,7 +70,8 @@ def test_total_lag_counts_each_partition_behind_its_high_watermark():
     assert total_lag({"t": {"0": 5, "1": 9}, "u": {"0": 3}}, {("t", 0): 8, ("t", 1): 9, ("u", 0): 1}) == 3
 
 
-@pytest.mark.parametrize("kwargs", [{"min_batches": 0}, {"window_seconds": -1}, {"lag_tolerance": -2}])
+@pytest.mark.parametrize("kwargs", [{"min_batches": 0}, {"window_seconds": -1}, {"lag_tolerance": -2},
+                                    {"startup_seconds": -5}])
 def test_spec_refuses_bad_values(kwargs):
     with pytest.raises(ValueError):
         HealthSpec(**kwargs)

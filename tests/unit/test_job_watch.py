@@ -46,6 +46,18 @@ CASES = [
      "waiting for STOPPED, a FAILED job is a failure"),
     ("failed-is-target", status("FAILED", error="x"), WatchSpec.of(["STOPPED", "FAILED"]), Outcome.SUCCESS,
      "FAILED", "a caller that accepts FAILED (a watchdog) gets success"),
+    ("skewed-clock-not-dead", status("RUNNING", beat_age=38, batches=1, clock_skew_seconds=10), RUNNING_1,
+     Outcome.SUCCESS, "committed 1 batch", "38 s on the reader's clock is within 30 s plus the 10 s the job "
+     "declared its driver's clock may lag (another host)"),
+    ("skewed-clock-still-dead", status("RUNNING", beat_age=41, batches=1, clock_skew_seconds=10), RUNNING_1,
+     Outcome.FAILED, "died", "past the limit plus the declared skew the driver is gone"),
+    ("skewed-start-is-this-run", status("RUNNING", batches=1, started=SUBMITTED - timedelta(seconds=4),
+                                        clock_skew_seconds=5), RUNNING_1, Outcome.SUCCESS, "committed",
+     "a driver whose clock runs 4 s behind the submitter's started 'before' the submit, within the skew"),
+    ("undeclared-skew-is-none", status("RUNNING", batches=1, started=SUBMITTED - timedelta(seconds=4)), RUNNING_1,
+     Outcome.WAITING, "earlier run", "without a declared skew, clocks are compared as on one host"),
+    ("future-heartbeat-is-fresh", status("RUNNING", beat_age=-20, batches=1), RUNNING_1, Outcome.SUCCESS,
+     "committed", "a driver whose clock runs ahead writes heartbeats from the future: fresh, not an error"),
 ]
 
 

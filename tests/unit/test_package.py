@@ -61,3 +61,17 @@ def test_provider_info_lists_modules_that_import():
     assert len(modules) >= 12
     for module in modules:
         importlib.import_module(module)
+    for path in info["extra-links"]:
+        module, _, name = path.rpartition(".")
+        assert getattr(importlib.import_module(module), name).name
+    root = Path(__file__).resolve().parents[2]
+    for guide in info["integrations"][0]["how-to-guide"]:
+        assert (root / guide).is_file(), guide
+
+
+def test_ops_and_spark_do_not_import_each_other_both_ways():
+    """ops/ (the operation API) never imports spark/ (the driver side), which imports ops for its history."""
+    for path in (Path(airflow_kafka_stream.__file__).parent / "ops").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        names = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+        assert not [n for n in names if n.startswith("airflow_kafka_stream.spark")], path.name

@@ -48,3 +48,15 @@ def test_only_executed_batches_of_the_query_reach_the_runtime():
     idle = {**PROGRESS, "numInputRows": 0, "durationMs": {"latestOffset": 2, "triggerExecution": 2}}
     listener.on_progress_json(json.dumps(idle))  # no batch ran: nothing to commit
     assert [p.batchId for p in seen] == [7]
+
+
+def test_backlog_is_what_the_source_saw_waiting_when_it_planned_the_batch():
+    """Lag sample of the job page: latestOffset - startOffset per partition, summed (30 + 12 here)."""
+    assert progress_from_json(json.dumps(PROGRESS)).backlog == 42
+    first = {**PROGRESS, "sources": [{**PROGRESS["sources"][0], "startOffset": None}]}
+    assert progress_from_json(json.dumps(first)).backlog is None, "a first batch has no start: no sample"
+    jvm = {**PROGRESS, "sources": [{**PROGRESS["sources"][0], "latestOffset": None}]}
+    assert progress_from_json(json.dumps(jvm)).backlog is None, "a source that reports no latest: no sample"
+    new_partition = {**PROGRESS, "sources": [{**PROGRESS["sources"][0],
+                                              "latestOffset": {"orders": {"0": 40, "1": 16, "2": 5}}}]}
+    assert progress_from_json(json.dumps(new_partition)).backlog == 42, "a partition not started yet counts 0"

@@ -50,15 +50,17 @@ def test_resolve_sink(recorded, kind, path, expected):
 
 
 @pytest.mark.parametrize("recorded, kind, path, message", [
-    pytest.param(FILE_SINK, None, "", "--sink-path is empty", id="1-empty-path-is-not-use-the-recorded-one"),
-    pytest.param(FILE_SINK, None, "  ", "--sink-kind idempotent", id="2-blank-path-names-the-fix"),
+    pytest.param(FILE_SINK, None, "", "sink_path is empty", id="1-empty-path-is-not-use-the-recorded-one"),
+    pytest.param(FILE_SINK, None, "  ", "set sink_kind to idempotent", id="2-blank-path-names-the-fix"),
     pytest.param(None, "none", "/x", "contradicts", id="3-none-with-a-path"),
-    pytest.param(None, "file", None, "pass --sink-path", id="4-file-sink-needs-a-path"),
-    pytest.param(None, "delta", None, "unknown --sink-kind 'delta'", id="5-unknown-kind"),
+    pytest.param(None, "file", None, "give it as sink_path", id="4-file-sink-needs-a-path"),
+    pytest.param(None, "delta", None, "unknown sink_kind 'delta'", id="5-unknown-kind"),
 ])
 def test_resolve_sink_refuses(recorded, kind, path, message):
-    with pytest.raises(InvalidInputError, match=message):
+    """Each refusal names the setting (sink_path or sink_kind), which the CLI maps to its flag."""
+    with pytest.raises(InvalidInputError, match=message) as info:
         resolve_sink(recorded, kind, path)
+    assert info.value.setting in ("sink_path", "sink_kind")
 
 
 def test_describe_says_what_was_assumed():

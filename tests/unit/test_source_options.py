@@ -6,7 +6,13 @@ import pytest
 
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange, find_lost_offsets, plan_ranges, rate_limit
+from airflow_kafka_stream.spark.offset_ranges import (
+    OffsetRange,
+    find_lost_offsets,
+    group_ranges,
+    plan_ranges,
+    rate_limit,
+)
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
     START_EARLIEST,
@@ -254,6 +260,30 @@ def test_rate_limit(start, end, limit, expected):
 )
 def test_plan_ranges(start, end, min_parts, max_records, expected):
     assert plan_ranges(start, end, min_parts, max_records) == expected
+
+
+def _r(partition: int, size: int) -> OffsetRange:
+    return OffsetRange("a", partition, 100, 100 + size)
+
+
+@pytest.mark.parametrize(
+    "sizes, min_per_task, expected",
+    [
+        pytest.param([100, 100, 100], 50_000, [[0, 1, 2]], id="small-batch-one-task"),
+        pytest.param([500_000] * 4, 50_000, [[0], [1], [2], [3]], id="large-ranges-keep-a-task-each"),
+        pytest.param([100] * 3, 1, [[0], [1], [2]], id="one-record-minimum-is-the-old-plan"),
+        pytest.param([60_000, 30_000, 20_000, 10_000], 50_000, [[0], [1], [2, 3]], id="largest-first-into-emptiest"),
+        pytest.param([], 50_000, [], id="nothing-to-read"),
+        pytest.param([10] * 20, 50_000, [list(range(0, 20, 3)), list(range(1, 20, 3)), list(range(2, 20, 3))],
+                     id="wide-topic-at-most-8-ranges-a-task"),
+    ],
+)
+def test_group_ranges(sizes, min_per_task, expected):
+    """Small ranges share a task (a Python task's own cost dwarfs reading a few hundred records)."""
+    ranges = [_r(p, size) for p, size in enumerate(sizes)]
+    tasks = group_ranges(ranges, min_per_task)
+    assert [[r.partition for r in task] for task in tasks] == expected
+    assert sorted(r for task in tasks for r in task) == sorted(ranges)  # every range read, once
 
 
 @pytest.mark.parametrize(

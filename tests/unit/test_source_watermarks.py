@@ -94,7 +94,7 @@ def test_a_new_partition_never_starts_at_a_marker(admin):
     """A partition that appeared since the last batch starts at its low watermark: -1001 there is no offset."""
     scripted = admin(answers(p1=(-1001, 9)), answers(p1=(0, 9)))
     ranges = reader().partitions({"t": {"0": 5}}, {"t": {"0": 9, "1": 9}})
-    assert [(r.rng.partition, r.rng.start, r.rng.end) for r in ranges] == [(0, 5, 9), (1, 0, 9)]
+    assert [(r.partition, r.start, r.end) for task in ranges for r in task.ranges] == [(0, 5, 9), (1, 0, 9)]
     assert scripted.questions == [("low", [1]), ("high", [1])] * 2
 
 
@@ -108,3 +108,17 @@ def test_offsets_for_times_ask_again_on_an_invalid_answer(admin):
                                                                              TopicPartition("t", 1): 1_000})
     assert found == {TopicPartition("t", 0): 4, TopicPartition("t", 1): 9}
     assert scripted.questions[2:] == [("time", [0]), ("high", [0])]
+
+
+@pytest.mark.parametrize(
+    "options, tasks",
+    [
+        pytest.param({}, [[(0, 5, 9), (1, 0, 9)]], id="small-batch-one-task"),
+        pytest.param({"minRecordsPerTask": "1"}, [[(0, 5, 9)], [(1, 0, 9)]], id="a-task-per-partition"),
+        pytest.param({"minPartitions": "2"}, [[(0, 5, 9)], [(1, 0, 9)]], id="the-user-chose-the-parallelism"),
+    ],
+)
+def test_small_ranges_share_a_task(options, tasks):
+    """No Kafka request here: both partitions are known, and the consumer cache (topic ids) is off."""
+    planned = reader(**options).partitions({"t": {"0": 5, "1": 0}}, {"t": {"0": 9, "1": 9}})
+    assert [[(r.partition, r.start, r.end) for r in task.ranges] for task in planned] == tasks

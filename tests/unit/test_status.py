@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from airflow_kafka_stream.spark.status import is_alive, read_status, write_status
+from airflow_kafka_stream.storage.status import is_alive, read_status, write_status
 
 NOW = 1_800_000_000.0
 
@@ -59,3 +59,15 @@ def test_write_then_read_round_trips_and_leaves_no_temp_files(tmp_path):
 def test_unreadable_status_reads_as_none(tmp_path):
     (tmp_path / "status.json").write_text('{"state": "RUNN')
     assert read_status(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize(("status", "alive"), [
+    pytest.param(beat("RUNNING", age=14, clock_skew_seconds=5), True, id="1-within-limit-plus-declared-skew"),
+    pytest.param(beat("RUNNING", age=16, clock_skew_seconds=5), False, id="2-past-limit-plus-declared-skew"),
+    pytest.param(beat("RUNNING", age=11), False, id="3-no-declared-skew-one-host"),
+])
+def test_the_guard_allows_the_declared_clock_skew(status, alive):
+    """The control plane (guard) reads heartbeats written on another host: it adds the skew the job declared."""
+    from airflow_kafka_stream.storage.status import max_heartbeat_age
+
+    assert is_alive(status, NOW, max_heartbeat_age(status, 10)) is alive

@@ -66,11 +66,11 @@ def heartbeat_age(status: Mapping[str, Any], now: float | datetime) -> float | N
 
 
 def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
-    """How old a heartbeat may be before its job counts as gone: ``floor``, or more for a slow-beating job."""
-    interval = (status or {}).get("heartbeat_interval_seconds")
-    if isinstance(interval, int | float) and not isinstance(interval, bool):
-        return max(floor, DEFAULT_STALE_AFTER_INTERVALS * float(interval))
-    return floor
+    """How old a heartbeat may be before its job counts as gone: ``floor``, or more for a slow-beating job,
+    plus the clock skew the job declared (the reader may run on another host than the driver)."""
+    from airflow_kafka_stream.core.job_watch import heartbeat_limit
+
+    return heartbeat_limit(status or {}, floor)
 
 
 def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:

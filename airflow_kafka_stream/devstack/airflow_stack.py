@@ -1,0 +1,261 @@
+"""Start the full Airflow stack on loopback: api-server, scheduler, dag-processor and triggerer on SQLite.
+
+What ``airflow standalone`` brings up, started component by component so that
+the caller chooses the port, knows where each component's log is, and can
+stop all of them for certain (each runs in its own process group). Used by
+``scripts/demo --stack`` and by the tests that go through the REST API and the
+UI. Sized for a two-core machine: one api-server worker, a LocalExecutor with
+low parallelism, one parsing process.
+
+Login: the SimpleAuthManager with one ``admin`` user whose password is written
+to ``<home>/passwords.json`` (mode 0600) before the stack starts; it is never
+printed. The DAGs start paused, as in any new deployment: :meth:`AirflowStack.unpause`
+before a run is triggered, so scheduled example DAGs do not start by themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_kafka_stream.devstack.broker import free_port
+from airflow_kafka_stream.errors import StreamError
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+USER = "admin"
+AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+
+
+class StackError(StreamError):
+    """The Airflow stack did not come up, or a request to it failed."""
+
+
+@dataclass
+class AirflowStack:
+    """A running Airflow stack; use as a context manager or call stop()."""
+
+    home: Path
+    port: int
+    env: dict[str, str] = field(repr=False)
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def password_file(self) -> Path:
+        return self.home / "passwords.json"
+
+    @property
+    def user(self) -> str:
+        return USER
+
+    def password(self) -> str:
+        return json.loads(self.password_file.read_text())[USER]
+
+    def log_path(self, component: str) -> Path:
+        return self.home / "logs" / f"{component}.log"
+
+    def log_tail(self, component: str, chars: int = 3000) -> str:
+        try:
+            return self.log_path(component).read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    # -- REST API ---------------------------------------------------------------------------------
+    def token(self) -> str:
+        """A JWT for the admin user from ``POST /auth/token``."""
+        status, body = self.request("POST", "/auth/token", {"username": USER, "password": self.password()},
+                                    token=None)
+        if status not in (200, 201):
+            raise StackError(f"login to {self.url} failed with HTTP {status}: {body}")
+        return body["access_token"]
+
+    def request(self, method: str, path: str, body: Any = None, token: str | None = "") -> tuple[int, Any]:
+        """One HTTP request; ``token=""`` logs in first, ``None`` sends no credentials. (status, JSON or text)."""
+        if token == "":
+            token = self.token()
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                status, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, raw = exc.code, exc.read()
+        try:
+            return status, json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            return status, raw.decode(errors="replace")
+
+    def unpause(self, dag_id: str, token: str = "") -> None:
+        status, body = self.request("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token=token)
+        if status != 200:
+            raise StackError(f"unpausing {dag_id} failed with HTTP {status}: {body}")
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], token: str = "") -> tuple[int, Any]:
+        """``POST /api/v2/dags/{dag_id}/dagRuns`` with ``conf``: (status, body)."""
+        return self.request("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf},
+                            token=token)
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 600.0, token: str = "") -> dict[str, Any]:
+        """Poll the run until it ends (success or failed); its last JSON."""
+        token = token or self.token()
+        deadline = time.monotonic() + timeout
+        while True:
+            status, run = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=token)
+            if status == 200 and run["state"] in ("success", "failed"):
+                return run
+            if time.monotonic() > deadline:
+                raise StackError(f"run {run_id} of {dag_id} still {run if status == 200 else status} after "
+                                 f"{timeout:.0f}s; scheduler log: {self.log_tail('scheduler', 1500)}")
+            time.sleep(2)
+
+    def task_instances(self, dag_id: str, run_id: str, token: str = "") -> dict[str, dict[str, Any]]:
+        status, body = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100",
+                                    token=token)
+        if status != 200:
+            raise StackError(f"listing task instances of {run_id} failed with HTTP {status}: {body}")
+        return {ti["task_id"]: ti for ti in body["task_instances"]}
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop every component and its children (process groups): TERM, then KILL what is left."""
+        for proc in self.processes.values():
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.processes.values():
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)  # the group may outlive its leader (task runners, gunicorn)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def __enter__(self) -> AirflowStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stack_env(home: Path, dags_folder: Path, port: int, extra: dict[str, str] | None = None,
+              parallelism: int = 3) -> dict[str, str]:
+    """The environment every component shares: its home, DAGs, login, loopback port, small sizes."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(Path(dags_folder).resolve()),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(parallelism),
+        "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+        # Each parse imports Airflow and the provider: re-parsing unchanged files every 30 s (the default) costs
+        # a core-second a file on a small machine, where Spark needs the CPU.
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        **(extra or {}),
+    }
+
+
+def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str] | None = None,
+                        port: int | None = None, timeout: float = 240.0) -> AirflowStack:
+    """Migrate the database, start the four components and wait until they all report healthy."""
+    home = Path(home)
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    stack = AirflowStack(home, port, stack_env(home, dags_folder, port, extra_env))
+    password_file = stack.password_file
+    if not password_file.exists():
+        password_file.touch(mode=0o600)
+        password_file.write_text(json.dumps({USER: secrets.token_urlsafe(12)}) + "\n")
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    with open(stack.log_path("db-migrate"), "w") as log:
+        migrated = subprocess.run([airflow, "db", "migrate"], env=stack.env, cwd=home, stdout=log,
+                                  stderr=subprocess.STDOUT, timeout=600)
+    if migrated.returncode != 0:
+        raise StackError(f"airflow db migrate failed: {stack.log_tail('db-migrate')}")
+    try:
+        for name in COMPONENTS:
+            with open(stack.log_path(name), "w") as log:
+                stack.processes[name] = subprocess.Popen([airflow, name], env=stack.env, cwd=home, stdout=log,
+                                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                         start_new_session=True)
+        _wait_healthy(stack, timeout)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack
+
+
+def _wait_healthy(stack: AirflowStack, timeout: float) -> None:
+    """Until ``/api/v2/monitor/health`` reports every component healthy (a component that exits fails it)."""
+    deadline = time.monotonic() + timeout
+    health: Any = None
+    while time.monotonic() < deadline:
+        for name, proc in stack.processes.items():
+            if proc.poll() is not None:
+                raise StackError(f"airflow {name} exited with {proc.returncode}: {stack.log_tail(name)}")
+        try:
+            status, health = stack.request("GET", "/api/v2/monitor/health", token=None)
+        except OSError:
+            status = None
+        if status == 200 and all((health.get(part) or {}).get("status") == "healthy"
+                                 for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
+            return
+        time.sleep(1)
+    raise StackError(f"the Airflow stack at {stack.url} was not healthy within {timeout:.0f}s (last health: "
+                     f"{health}); logs under {stack.home / 'logs'}")
+
+
+def wait_for_dags(stack: AirflowStack, dag_ids: list[str], timeout: float = 180.0) -> None:
+    """Until the dag-processor has parsed and stored every DAG named (the API knows it)."""
+    token = stack.token()
+    deadline = time.monotonic() + timeout
+    missing = list(dag_ids)
+    while missing and time.monotonic() < deadline:
+        missing = [d for d in missing if stack.request("GET", f"/api/v2/dags/{d}", token=token)[0] != 200]
+        if missing:
+            time.sleep(2)
+    if missing:
+        _status, errors = stack.request("GET", "/api/v2/importErrors", token=token)
+        raise StackError(f"DAGs {missing} not parsed within {timeout:.0f}s; import errors: {errors}; "
+                         f"dag-processor log: {stack.log_tail('dag-processor', 1500)}")

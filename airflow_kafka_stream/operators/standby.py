@@ -1,0 +1,144 @@
+"""The upgrade's warm standby in Airflow: start it beside the running version, then hand the job over to it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import Context
+
+from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.operators.flags import as_flag
+from airflow_kafka_stream.operators.stop import StreamStopOperator
+from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.results import StopResult
+
+
+class StreamStandbyOperator(StreamSubmitOperator):
+    """Start ``app_version`` as a warm standby of the running job and wait until it reports READY.
+
+    Takes the submit operator's arguments (application, arguments, Spark settings, connections). The standby
+    comes up while the old version runs and touches nothing of it; :class:`UpgradeSubmitOperator` later hands
+    the job over to it. Skipped when ``enabled`` is off or the job does not run (the version then starts
+    cold). When the standby fails to come up or is not READY within ``ready_timeout_seconds``, it is ended
+    and the task fails: the upgrade fails before any downtime, the old version keeps running untouched.
+
+    Waits in its worker slot (a standby comes up in about a driver start). XCom: the standby's handle
+    (token, version, pid, host, log).
+
+    :param enabled: whether to use a standby (a bool or a rendered template). Templated.
+    :param ready_timeout_seconds: how long the standby may take to report READY.
+    """
+
+    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled")
+
+    def __init__(self, *, enabled: bool | str = True, ready_timeout_seconds: float = 600.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.enabled = enabled
+        self.ready_timeout_seconds = ready_timeout_seconds
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_kafka_stream.ops.guard import job_is_running
+        from airflow_kafka_stream.ops.standby import launch_standby, wait_ready
+
+        if not as_flag(self.enabled, "standby"):
+            raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
+        home, kafka, args, submission = self._launch_plan()
+        running, status = job_is_running(home)
+        if not running:
+            raise AirflowSkipException(f"job {self.job_home} does not run (state {(status or {}).get('state')}): "
+                                       "there is nothing to take over from, the new version starts cold")
+        handle = launch_standby(home, str(self.app_version),
+                                lambda log, env: self._launch(args, kafka, log, dict(env)), submission=submission)
+        self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
+                      self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
+        ready = wait_ready(home, handle, self.ready_timeout_seconds, poll=min(self.poll_seconds, 1.0),
+                           secrets=secret_values(kafka))
+        self.log.info("standby of version %s is READY (warm-up %ss)", self.app_version, ready.get("warm_up_seconds"))
+        return handle.to_dict()
+
+
+class UpgradeStopOperator(StreamStopOperator):
+    """The upgrade's stop with a savepoint that, with a ready standby and nothing to restore, gives it the go
+    at once: the task that would give it next starts seconds later, and those seconds are downtime.
+
+    Anything short of a clean handoff (the old version was not running, the standby is gone) is left to
+    :class:`UpgradeSubmitOperator`, which refuses it with the rollback path intact. XCom: the stop's, plus
+    ``handover`` when it gave the go.
+
+    :param standby_task_id: the task whose XCom is the standby's handle.
+    :param restore_first: a restore runs between the stop and the start (the upgrade's ``drop_state``): the go
+        then waits for it. Templated.
+    """
+
+    template_fields: Sequence[str] = (*StreamStopOperator.template_fields, "restore_first")
+
+    def __init__(self, *, standby_task_id: str | None = None, restore_first: bool | str = False,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.standby_task_id = standby_task_id
+        self.restore_first = restore_first
+        self._handle: dict[str, Any] | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._remember_standby(context)
+        return super().execute(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
+        self._remember_standby(context)
+        return super().execute_complete(context, event, phase=phase)
+
+    def _remember_standby(self, context: Context) -> None:
+        if self.standby_task_id and not as_flag(self.restore_first, "drop_state"):
+            self._handle = context["ti"].xcom_pull(task_ids=self.standby_task_id)
+
+    def _finished(self, home, stopped: StopResult) -> dict[str, Any]:
+        from airflow_kafka_stream.errors import JobStateError
+        from airflow_kafka_stream.ops.standby import StandbyHandle, hand_over
+
+        result = super()._finished(home, stopped)
+        if self._handle and result.get("was_running") and result.get("savepoint"):
+            try:
+                result["handover"] = hand_over(home, StandbyHandle.of(self._handle), result)
+                self.log.info("gave the standby (pid %s) the go", self._handle.get("pid"))
+            except JobStateError as exc:  # the next task refuses it properly
+                self.log.warning("no go for the standby here: %s", exc)
+        return result
+
+
+class UpgradeSubmitOperator(StreamSubmitOperator):
+    """The upgrade's start of the new version: the go to its standby when one is ready, else a cold submit.
+
+    :param standby_task_id: the task whose XCom is the standby's handle (none or skipped: a cold submit).
+    :param stop_task_id: the task that stopped the old version (its XCom says whether it was running).
+    :param takeover_stopped: let the standby take over even when the old version was not running when the
+        upgrade asked it to stop (it crashed, or another operator stopped it). Templated.
+    """
+
+    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "takeover_stopped")
+
+    def __init__(self, *, standby_task_id: str | None = None, stop_task_id: str | None = None,
+                 takeover_stopped: bool | str = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.standby_task_id = standby_task_id
+        self.stop_task_id = stop_task_id
+        self.takeover_stopped = takeover_stopped
+
+    def execute(self, context: Context) -> Any:
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.ops.standby import StandbyHandle, hand_over
+
+        handle = context["ti"].xcom_pull(task_ids=self.standby_task_id) if self.standby_task_id else None
+        if not handle:
+            return super().execute(context)
+        self._check_min_batches()
+        stopped = context["ti"].xcom_pull(task_ids=self.stop_task_id) or {}
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        result = stopped.get("handover")  # the stop gave the go already
+        if not result:
+            result = hand_over(home, StandbyHandle.of(handle), stopped,
+                               takeover_stopped=as_flag(self.takeover_stopped, "takeover_stopped"))
+            self.log.info("gave the standby of version %s (pid %s) the go", self.app_version, handle.get("pid"))
+        return self._watch(context, home, result)

@@ -1,0 +1,178 @@
+"""What the operations return: small typed values, each with ``to_dict()`` for JSON and XCom.
+
+The CLI renders them as text (``cli_render``), the Airflow layer pushes their
+dicts to XCom; neither reaches into an operation's internals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_kafka_stream.core.offsets import to_nested
+from airflow_kafka_stream.core.reset_plan import ResetPlan
+from airflow_kafka_stream.core.savepoint_manifest import Manifest
+
+#: Nested offsets as Spark writes them: {topic: {partition: next offset}}.
+Nested = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class SavepointInfo:
+    """One savepoint as its manifest describes it."""
+
+    id: str
+    created_at: str
+    batch_id: int
+    query_id: str | None
+    #: Every Kafka source's partitions together (the group's view); None when two sources share a partition.
+    offsets: Nested | None
+    #: Each Kafka source line's offsets, by source index.
+    sources: dict[str, Nested]
+    app_version: str | None
+    spark_version: str | None
+    stateful: bool
+    state_store_provider: str | None
+    files: int
+    #: Set by validate: every file matched its manifest checksum.
+    checksums_match: bool | None = None
+    #: Why this savepoint is of an earlier batch than asked (a stop that killed the running batch).
+    note: str | None = None
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> SavepointInfo:
+        sources = manifest.kafka_sources()
+        offsets = to_nested(sources.union()) if sources.by_index and not sources.shared_partitions() else None
+        return cls(
+            id=manifest.savepoint_id,
+            created_at=manifest.created_at.isoformat(),
+            batch_id=manifest.batch_id,
+            query_id=manifest.query_id,
+            offsets=offsets,
+            sources={str(index): to_nested(line) for index, line in sorted(sources.by_index.items())},
+            app_version=manifest.app_version,
+            spark_version=manifest.spark_version,
+            stateful=manifest.stateful,
+            state_store_provider=manifest.state_store_provider,
+            files=len(manifest.files),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        found = asdict(self)
+        for optional in ("checksums_match", "note"):
+            if found[optional] is None:
+                del found[optional]
+        return found
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """A new checkpoint generation made current from a savepoint."""
+
+    savepoint: SavepointInfo
+    generation: int
+    checkpoint: str
+    drop_state: bool
+    sink: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"savepoint": self.savepoint.to_dict(), "generation": self.generation, "checkpoint": self.checkpoint,
+                "drop_state": self.drop_state, "sink": self.sink}
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """Savepoints a retention policy deleted, and those kept because an upgrade may roll back to them."""
+
+    deleted: list[str]
+    pinned: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    deleted: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """The first phase of a stop: whether the job was running (and so was asked to drain)."""
+
+    was_running: bool
+    state: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """A job that reached a final state, with the savepoint taken of it if one was asked."""
+
+    job_home: str
+    was_running: bool
+    killed: bool
+    state: str | None
+    batch_id: int | None
+    offsets: Any
+    note: str | None = None
+    error: str | None = None
+    savepoint: SavepointInfo | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        found = {key: value for key, value in asdict(self).items() if key != "savepoint"}
+        found["savepoint"] = self.savepoint.to_dict() if self.savepoint else None
+        return found
+
+
+@dataclass(frozen=True)
+class GroupMove:
+    """Whether a reset moved the consumer group, and why not when it did not."""
+
+    moved: bool
+    group: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class ResetOutcome:
+    """An executed reset: the plan, where the checkpoint now stands, the group, and the re-read that checked both."""
+
+    plan: ResetPlan
+    targets: Nested
+    #: Targets by Kafka source index (a query that unions several readers has one line each).
+    sources: dict[str, Nested]
+    sink: str
+    checkpoint: str
+    #: The batch appended to the checkpoint (state kept), or None for a new generation (state dropped).
+    batch_id: int | None = None
+    generation: int | None = None
+    group: GroupMove = field(default_factory=lambda: GroupMove(False, reason="not reached"))
+    verified: bool = False
+    verification: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.plan.to_dict(), "targets": self.targets, "sources": self.sources, "sink": self.sink,
+                "checkpoint": self.checkpoint, "batch_id": self.batch_id, "generation": self.generation,
+                "group": self.group.to_dict(), "verified": self.verified, "verification": list(self.verification)}
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What `checkpoint repair` found and did."""
+
+    checkpoint: str
+    #: "completed" or "rolled back" for a reset a crash interrupted, None when there was none.
+    interrupted_reset: str | None
+    abandoned_generations: list[Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,193 @@
+"""Upgrade through a warm standby: launch the next version's driver, wait until it is ready, hand over.
+
+The cold upgrade (stop with a savepoint, start the next version) costs a driver start of downtime; a
+standby is started while the old version runs, so that only the drain, the savepoint and the query start
+remain between the stop request and the new version's first committed batch. The steps, in order:
+
+1. :func:`launch_standby`: refused while another standby is live (two cannot both take over) or while
+   the job does not run (a cold submit is the way then); records ``control/standby.json`` (LAUNCHED) and
+   starts the driver with :data:`~airflow_kafka_stream.core.standby.STANDBY_ENV` holding its token.
+2. :func:`wait_ready`: until the standby reports READY. A standby that fails or is not ready in time is
+   ended (:func:`end_standby`) and the upgrade fails before any downtime: the old version keeps running.
+3. The caller stops the old version with a savepoint (``ops.stop``) and restores, if asked.
+4. :func:`hand_over`: the go for the standby's token. Refused (and the standby ended) when the old
+   version was not running when the upgrade asked it to stop, unless the caller says the standby may
+   take over a job that stopped by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core import standby as rules
+from airflow_kafka_stream.core.standby import STANDBY_ENV
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.ops.guard import job_is_running
+from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.submit import LaunchedDriver, driver_log_path, log_tail, submission_path
+from airflow_kafka_stream.storage.files import dump_json, write_atomic
+from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+from airflow_kafka_stream.storage.processes import process_alive
+
+log = logging.getLogger(__name__)
+
+#: Launch takes the driver's log path and the environment variables it must have on top of the caller's.
+Launch = Callable[[str, Mapping[str, str]], LaunchedDriver]
+
+
+@dataclass(frozen=True)
+class StandbyHandle:
+    """A launched standby: what the later steps of the upgrade need (no secret)."""
+
+    token: str
+    app_version: str
+    pid: int
+    host: str
+    driver_log: str
+    launched_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> StandbyHandle:
+        return cls(**{name: value[name] for name in cls.__dataclass_fields__})
+
+
+def launch_standby(home: JobHome, app_version: str, launch: Launch, *, by: str | None = None,
+                   submission: Mapping[str, Any] | None = None, now: datetime | None = None) -> StandbyHandle:
+    """Start ``app_version``'s driver as a standby of the running job (steps 1 of the module docstring)."""
+    now = now or datetime.now(UTC)
+    with recorded_operation(home, "standby-launch", {"app_version": app_version}, by=by) as record:
+        found = home.read_control(STANDBY_RECORD)
+        if found and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
+            raise JobStateError(
+                f"job {home.url} already has a live {rules.describe(found)}: two standbys for one job are refused "
+                "(only one can take over). Let its upgrade finish or fail; an abandoned standby ends itself when "
+                "its heartbeat stops or its wait for a go times out")
+        running, status = job_is_running(home, now)
+        if not running:
+            raise JobStateError(
+                f"job {home.url} does not run (state {(status or {}).get('state')}): a standby takes over from a "
+                f"running version during an upgrade. Submit version {app_version} instead; nothing was changed")
+        token = uuid.uuid4().hex
+        folder, name = os.path.split(driver_log_path(home, now))
+        driver = launch(os.path.join(folder, f"standby-{name}"), {STANDBY_ENV: token})
+        handle = StandbyHandle(token, str(app_version), driver.pid, driver.host, driver.log, now.isoformat())
+        home.write_control(STANDBY_RECORD, {"state": rules.LAUNCHED, "token": token, "version": str(app_version),
+                                            "pid": driver.pid, "host": driver.host, "log": driver.log,
+                                            "launched_at": now.isoformat()})
+        if submission is not None:  # a rollback or a watchdog restart later starts this version the same way
+            write_atomic(home.fs, submission_path(home, str(app_version)),
+                         dump_json({**submission, "app_version": str(app_version), "submitted_at": now.isoformat()}))
+        record["before"] = {"state": (status or {}).get("state"), "version": home.spec().get("version")}
+        record["after"] = handle.to_dict()
+        log.info("standby of version %s launched for %s: pid %s, log %s", app_version, home.url, driver.pid,
+                 driver.log)
+        return handle
+
+
+def wait_ready(home: JobHome, handle: StandbyHandle, timeout: float, poll: float = 0.5,
+               secrets: list[str] | None = None, by: str | None = None) -> dict[str, Any]:
+    """The standby's READY record; else it is ended and JobStateError says why (the old version runs on)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        record = home.read_control(STANDBY_RECORD)
+        verdict = rules.judge_ready(record, handle.token, process_alive(handle.pid, handle.host), datetime.now(UTC))
+        if verdict.outcome is rules.Readiness.READY:
+            return record or {}
+        if verdict.outcome is rules.Readiness.FAILED or time.monotonic() >= deadline:
+            why = verdict.message if verdict.outcome is rules.Readiness.FAILED else (
+                f"the standby was not ready within {timeout:.0f}s ({verdict.message})")
+            end_standby(home, handle, why, by=by)
+            tail = log_tail(handle.driver_log, secrets)
+            raise JobStateError(
+                f"upgrade of {home.url} to version {handle.app_version} failed before any downtime: {why}. The "
+                "standby was ended; the old version keeps running untouched (nothing was stopped, no savepoint "
+                "taken)" + (f"\n--- end of the standby's log {handle.driver_log} ---\n{tail}" if tail else ""))
+        time.sleep(poll)
+
+
+def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | None = None,
+                grace_seconds: float = 5.0) -> bool:
+    """End a standby that must not take over: a cancel for its token, its process killed where it runs here.
+
+    Returns whether it was still live. Never touches the job's own files.
+    """
+    with recorded_operation(home, "standby-end", {"reason": reason, "pid": handle.pid}, by=by,
+                            lock=False) as record:
+        found = home.read_control(STANDBY_RECORD) or {}
+        ours = found.get("token") == handle.token
+        live = ours and found.get("state") in rules.LIVE_STATES
+        if ours and found.get("state") == rules.TAKING_OVER:
+            raise JobStateError(f"the standby of {home.url} is already taking over (go given at "
+                                f"{found.get('go_at')}); stop the job instead of ending the standby")
+        home.write_control(STANDBY_GO, {"token": handle.token, "action": rules.CANCEL, "by": record["by"],
+                                        "reason": reason, "at": datetime.now(UTC).isoformat()})
+        _kill(handle.pid, handle.host, grace_seconds)
+        if live:
+            home.write_control(STANDBY_RECORD, {**found, "state": rules.ENDED, "error": reason,
+                                                "ended_at": datetime.now(UTC).isoformat()})
+        record["after"] = {"was_live": live}
+        return live
+
+
+def hand_over(home: JobHome, handle: StandbyHandle, stop_result: Mapping[str, Any], *,
+              takeover_stopped: bool = False, by: str | None = None) -> dict[str, Any]:
+    """Give the standby its go once the old version stopped with a savepoint (step 4 of the module docstring).
+
+    Returns what a submit returns (``submitted_at``, pid, log), so the wait for the new version is the same.
+    """
+    now = datetime.now(UTC)
+    with recorded_operation(home, "standby-go", {"standby_pid": handle.pid, "takeover_stopped": takeover_stopped},
+                            by=by) as record:
+        if not stop_result.get("was_running") and not takeover_stopped:
+            reason = (f"the old version was not running when the upgrade asked it to stop (state "
+                      f"{stop_result.get('state')}: it crashed or another operator stopped it)")
+            end_standby(home, handle, reason, by=record["by"])
+            raise JobStateError(
+                f"upgrade of {home.url} to version {handle.app_version}: {reason}. A standby does not take over a job "
+                "that stopped by itself unless told to: it was ended. Find out why the job stopped, then upgrade "
+                "again, or allow the takeover (takeover_stopped)")
+        running, status = job_is_running(home, now)
+        if running:
+            raise JobStateError(f"job {home.url} still runs (state {(status or {}).get('state')}); the standby "
+                                "takes over only once the old version has stopped")
+        found = home.read_control(STANDBY_RECORD) or {}
+        verdict = rules.judge_ready(found, handle.token, process_alive(handle.pid, handle.host), now)
+        if verdict.outcome is not rules.Readiness.READY:
+            raise JobStateError(
+                f"the standby of version {handle.app_version} can no longer take over ({verdict.message}); the job "
+                f"is stopped (state {(status or {}).get('state')}). Start a version with a submit, or roll back")
+        home.write_control(STANDBY_GO, {"token": handle.token, "action": rules.GO, "by": record["by"],
+                                        "at": now.isoformat(), "savepoint": (stop_result.get("savepoint") or {}).get("id")})
+        result = {"action": "handed-over", "reason": "the standby was given the go", "app_version": handle.app_version,
+                  "submitted_at": now.isoformat(), "pid": handle.pid, "driver_log": handle.driver_log,
+                  "host": handle.host}
+        record["after"] = result
+        return result
+
+
+def _kill(pid: int, host: str, grace_seconds: float) -> None:
+    """SIGTERM the standby's process group (it was started in a session of its own), then SIGKILL."""
+    if host != socket.gethostname() or not process_alive(pid, host):
+        return
+    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + wait
+        while process_alive(pid, host) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not process_alive(pid, host):
+            return

@@ -1,0 +1,168 @@
+"""The job page in the Airflow UI: a FastAPI app served by the api-server, shown through external views.
+
+``/stream-jobs/`` is the page (a page in the navigation, and a tab on every DAG
+page that shows the job homes of that DAG's runs); ``/stream-jobs/api/jobs``
+and ``/stream-jobs/api/job?home=...`` give the same data as JSON. Every route
+sits behind Airflow's own authentication and authorization (the JWT of the UI's
+cookie or an ``Authorization: Bearer`` header, and read access to DAGs, or to
+the one DAG named by ``dag_id``): plugin apps are anonymous unless they add
+these dependencies.
+
+Which job homes the page shows (only these; an arbitrary path is refused):
+
+1. those listed in ``[airflow_kafka_stream] job_homes`` (comma-separated; the
+   environment variable ``AIRFLOW__AIRFLOW_KAFKA_STREAM__JOB_HOMES``), shown even
+   when missing, with the error;
+2. the ``job_home`` of the newest runs of DAGs tagged ``airflow-kafka-stream``
+   (the example DAGs) and the default of their ``job_home`` param, when such a
+   directory is a job home.
+
+Kafka settings come from the ``kafka_conn_id`` connection of that section
+(default ``kafka_default``), storage options from its ``storage_conn_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse
+
+from airflow_kafka_stream.plugins.job_page_html import page
+from airflow_kafka_stream.plugins.job_view import job_view
+
+SECTION = "airflow_kafka_stream"
+TAG = "airflow-kafka-stream"
+URL_PREFIX = "/stream-jobs"
+#: How many recent runs of the tagged DAGs are searched for job homes.
+RECENT_RUNS = 200
+
+
+def _setting(key: str, default: str | None) -> str | None:
+    from airflow.configuration import conf
+
+    return conf.get(SECTION, key, fallback=default) or default
+
+
+def configured_homes() -> list[str]:
+    return [h.strip() for h in (_setting("job_homes", "") or "").split(",") if h.strip()]
+
+
+def _run_homes(dag_id: str | None) -> tuple[list[str], bool]:
+    """``job_home`` values of the newest runs of the tagged DAGs (or of ``dag_id``), and whether it is tagged."""
+    from airflow.models.dag import DagTag
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        tagged = select(DagTag.dag_id).where(DagTag.name == TAG)
+        query = select(DagRun.conf).order_by(DagRun.id.desc()).limit(RECENT_RUNS)
+        query = query.where(DagRun.dag_id == dag_id) if dag_id else query.where(DagRun.dag_id.in_(tagged))
+        confs = session.scalars(query).all()
+        is_tagged = bool(dag_id) and session.scalar(
+            select(DagTag.dag_id).where(DagTag.name == TAG, DagTag.dag_id == dag_id).limit(1)) is not None
+    homes = [conf.get("job_home") for conf in confs if isinstance(conf, dict)]
+    return [h.strip() for h in homes if isinstance(h, str) and h.strip()], is_tagged
+
+
+def _is_job_home(url: str, storage_options: dict[str, Any]) -> bool:
+    from airflow_kafka_stream.errors import StreamError
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    try:
+        JobHome(url, storage_options).require()
+    except (StreamError, OSError):
+        return False
+    return True
+
+
+def known_homes(dag_id: str | None = None) -> list[str]:
+    """The job homes the page shows (see the module docstring), configured first, then newest runs first."""
+    from airflow_kafka_stream.params import job_home as job_home_param
+
+    run_homes, tagged = _run_homes(dag_id)
+    candidates = list(run_homes)
+    if not dag_id or tagged:
+        candidates.append(str(job_home_param().value))
+    options = _storage_options()
+    found = [] if dag_id and not tagged else configured_homes()
+    for home in candidates:
+        if home not in found and _is_job_home(home, options):
+            found.append(home)
+    return found
+
+
+def _storage_options() -> dict[str, Any]:
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+    conn_id = _setting("storage_conn_id", None)
+    return StreamJobHook("-", None, conn_id).storage_options() if conn_id else {}
+
+
+def _view(home: str) -> dict[str, Any]:
+    """One job home's view; a Kafka connection that cannot be read becomes that section's error."""
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+    conn_id = _setting("kafka_conn_id", "kafka_default")
+    hook = StreamJobHook(home, conn_id, _setting("storage_conn_id", None))
+    kafka_problem = None
+    try:
+        kafka = hook.kafka_config()
+    except Exception as exc:  # noqa: BLE001 - a missing connection is shown, not raised (no secret in it)
+        kafka, kafka_problem = {}, f"Kafka connection {conn_id!r}: {type(exc).__name__}: {exc}"
+    view = job_view(home, kafka, hook.storage_options())
+    if kafka_problem and "partitions" in view["errors"]:
+        view["errors"]["partitions"] = kafka_problem
+    return view
+
+
+def _authorized():
+    """Airflow's own check: a valid login with read access to DAGs (the one named by ``dag_id``, if given)."""
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    return Depends(requires_access_dag("GET"))
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Stream jobs", description="Spark streaming jobs reading Kafka, by job home",
+                  dependencies=[_authorized()])
+
+    @app.get("/", response_class=HTMLResponse)
+    def job_page(dag_id: str | None = Query(None), home: str | None = Query(None)) -> str:
+        homes = _pick(known_homes(dag_id), home)
+        intro = (f"Job homes of the runs of {dag_id}." if dag_id else
+                 "Every job home this Airflow knows: configured, and named by the example DAGs' runs.")
+        return page("Stream jobs", [_view(h) for h in homes], intro)
+
+    @app.get("/api/jobs")
+    def list_jobs(dag_id: str | None = Query(None)) -> dict[str, Any]:
+        return {"job_homes": known_homes(dag_id)}
+
+    @app.get("/api/job")
+    def one_job(home: str = Query(...), dag_id: str | None = Query(None)) -> dict[str, Any]:
+        return _view(_pick(known_homes(dag_id), home)[0])
+
+    return app
+
+
+def _pick(homes: list[str], wanted: str | None) -> list[str]:
+    if wanted is None:
+        return homes
+    if wanted not in homes:
+        raise HTTPException(404, f"{wanted} is not a job home known here; known: {', '.join(homes) or 'none'}")
+    return [wanted]
+
+
+class StreamJobsPlugin(AirflowPlugin):
+    """The job page: a navigation entry and a tab on DAG pages, over the FastAPI app."""
+
+    name = "airflow_kafka_stream"
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Stream jobs"}]
+    external_views = [
+        {"name": "Stream jobs", "href": "stream-jobs/", "destination": "nav", "url_route": "stream-jobs",
+         "category": "browse"},
+        {"name": "Stream job", "href": "stream-jobs/?dag_id={DAG_ID}", "destination": "dag",
+         "url_route": "stream-job"},
+    ]

@@ -1,0 +1,169 @@
+"""The job page as HTML: rendered on the server from :func:`job_view` data, no script, an inline SVG lag plot.
+
+Every value is escaped; the page loads nothing from elsewhere, so it works
+inside the Airflow UI's iframe and behind any proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1a202c;font-size:14px}
+h1{font-size:20px;margin:0 0 12px} h2{font-size:17px;margin:24px 0 6px} h3{font-size:14px;margin:16px 0 6px}
+table{border-collapse:collapse;margin:4px 0 8px} th,td{border:1px solid #cbd5e0;padding:3px 8px;text-align:left}
+th{background:#edf2f7} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.job{border-top:2px solid #2b6cb0;padding-top:4px} .muted{color:#718096} .error{color:#c53030}
+.OK{color:#276749;font-weight:600} .bad{color:#c53030;font-weight:600} .warn{color:#b7791f;font-weight:600}
+svg text{font-size:11px;fill:#4a5568}
+"""
+
+BAD_STATUSES = {"PARTITION_GONE", "OUT_OF_RANGE", "STALLED", "FAILED"}
+
+
+def page(title: str, views: Sequence[dict[str, Any]], intro: str = "") -> str:
+    """The whole page for several job homes."""
+    body = [f"<h1>{escape(title)}</h1>"]
+    if intro:
+        body.append(f'<p class="muted">{escape(intro)}</p>')
+    if not views:
+        body.append('<p id="no-jobs">No job home known here. Job homes come from the <code>[airflow_kafka_stream] '
+                    "job_homes</code> setting and from the <code>job_home</code> of the example DAGs' runs.</p>")
+    body += [job_section(view) for view in views]
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title><style>" + STYLE
+            + "</style></head><body>" + "\n".join(body) + "</body></html>")
+
+
+def job_section(view: dict[str, Any]) -> str:
+    summary = view.get("summary") or {}
+    name = summary.get("job") or view["job_home"]
+    parts = [f'<section class="job" data-job-home="{escape(view["job_home"])}">',
+             f"<h2>{escape(str(name))}</h2>", f'<p class="muted">job home {escape(view["job_home"])}</p>']
+    parts += [f'<p class="error">{escape(section)}: {escape(text)}</p>' for section, text in view["errors"].items()]
+    if summary:
+        parts.append(_summary(summary))
+    if view.get("partitions") is not None:
+        parts.append("<h3>Partitions</h3>" + _partitions(view["partitions"]))
+    if "lag_samples" in view:
+        parts.append("<h3>Lag over time</h3>" + lag_plot(view["lag_samples"]))
+    if view.get("savepoints") is not None:
+        parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"]))
+    if view.get("history") is not None:
+        parts.append("<h3>Operation history</h3>" + _history(view["history"]))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], css: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(rows_cells) + "</tr>" for rows_cells in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _cell(value: Any, num: bool = False, css: str = "") -> str:
+    text = "—" if value is None else str(value)
+    classes = " ".join(c for c in ("num" if num else "", css) if c)
+    return f'<td class="{classes}">{escape(text)}</td>' if classes else f"<td>{escape(text)}</td>"
+
+
+def _summary(s: dict[str, Any]) -> str:
+    age = s.get("heartbeat_age_seconds")
+    state_css = "bad" if str(s.get("state", "")).split(" ")[0] in BAD_STATUSES or "no heartbeat" in str(
+        s.get("state")) else "OK" if s.get("state") == "RUNNING" else ""
+    rows = [("State", _cell(s.get("state"), css=state_css)),
+            ("Application version", _cell(s.get("app_version"))),
+            ("Heartbeat age", _cell(f"{age:.1f} s" if age is not None else None)),
+            ("Generation", _cell(s.get("generation"))),
+            ("Last committed batch", _cell(s.get("last_batch_id"))),
+            ("Consumer group", _cell(s.get("group"))),
+            ("Topics", _cell(", ".join(s.get("topics") or []) or None))]
+    if s.get("error"):
+        rows.append(("Error", _cell(s["error"], css="bad")))
+    return '<table class="summary"><tbody>' + "".join(
+        f"<tr><th>{escape(k)}</th>{v}</tr>" for k, v in rows) + "</tbody></table>"
+
+
+def _partitions(rows: list[dict[str, Any]]) -> str:
+    def status_css(status: str) -> str:
+        return "OK" if status == "OK" else "bad" if status in BAD_STATUSES else "warn"
+
+    return _table(
+        ["Topic", "Partition", "Checkpoint offset", "Group offset", "Low watermark", "High watermark", "Lag",
+         "Verify"],
+        ([_cell(r["topic"]), _cell(r["partition"], True), _cell(r["checkpoint_offset"], True),
+          _cell(r["group_offset"], True), _cell(r["low"], True), _cell(r["high"], True), _cell(r["lag"], True),
+          f'<td class="{status_css(r["status"])}" title="{escape(r.get("detail") or "")}">{escape(r["status"])}</td>']
+         for r in rows), "partitions")
+
+
+def _size(size: int | None) -> str | None:
+    if size is None:
+        return None
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return None
+
+
+def _savepoints(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">No savepoint yet.</p>'
+
+    def valid(r: dict[str, Any]) -> str:
+        if r["valid"] is None:
+            return _cell("not checked", css="muted")
+        if r["valid"]:
+            return _cell("valid", css="OK")
+        return f'<td class="bad" title="{escape(r.get("problem") or "")}">INVALID</td>'
+
+    return _table(["Savepoint", "Batch", "Created", "Version", "Size", "Checksums"],
+                  ([_cell(r["id"]), _cell(r["batch_id"], True), _cell(r["created_at"]), _cell(r["app_version"]),
+                    _cell(_size(r["size_bytes"]), True), valid(r)] for r in rows), "savepoints")
+
+
+def _history(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return '<p class="muted">No operation recorded yet.</p>'
+    return _table(["Started", "Operation", "By", "Result", "Seconds", "Arguments", "Error"],
+                  ([_cell(r["started_at"]), _cell(r["operation"]), _cell(r["by"]),
+                    _cell(r["result"], css="OK" if r["result"] == "ok" else "bad"), _cell(r["seconds"], True),
+                    _cell(r["args"]), _cell((r.get("error") or "")[:300] or None)] for r in rows), "history")
+
+
+def lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: int = 160) -> str:
+    """Records waiting per batch over time, as an SVG polyline with its range labelled (newest value in text)."""
+    if not samples:
+        return '<p class="muted">No lag sample yet (the running job records one per batch).</p>'
+    times = [float(s[0]) for s in samples]
+    lags = [float(s[2]) for s in samples]
+    left, right, top, bottom = 56, 8, 8, 22
+    span_t = max(times[-1] - times[0], 1.0)
+    peak = max(max(lags), 1.0)
+
+    def x(t: float) -> float:
+        return left + (t - times[0]) / span_t * (width - left - right)
+
+    def y(v: float) -> float:
+        return top + (1 - v / peak) * (height - top - bottom)
+
+    points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(times, lags, strict=True))
+    start = datetime.fromtimestamp(times[0], UTC).strftime("%H:%M:%S")
+    end = datetime.fromtimestamp(times[-1], UTC).strftime("%H:%M:%S")
+    latest = int(lags[-1])
+    return (
+        f'<p class="lag-now">Lag at the last batch: <b>{latest}</b> records (peak {int(peak)}, '
+        f"{len(samples)} batches)</p>"
+        f'<svg class="lag-plot" width="{width}" height="{height}" role="img" '
+        f'aria-label="records waiting per batch from {start} to {end} UTC">'
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a0aec0"/>'
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a0aec0"/>'
+        f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{int(peak)}</text>'
+        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>'
+        f'<text x="{left}" y="{height - 6}">{start}</text>'
+        f'<text x="{width - right}" y="{height - 6}" text-anchor="end">{end} UTC</text>'
+        f'<polyline fill="none" stroke="#2b6cb0" stroke-width="2" points="{points}"/></svg>'
+    )

@@ -1,0 +1,139 @@
+"""What the job page shows about one job home, gathered through ops/ (the same reads as the CLI).
+
+Every section is read on its own: a broker that does not answer leaves the
+partition table with an error and the rest of the page intact. Nothing here
+writes to the job home or takes its lock. Secrets never reach the result: the
+Kafka configuration is used, not returned, and error texts are masked with its
+secret values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core.redaction import redact, redact_text, secret_values
+from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.storage import status as st
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+#: Savepoints whose checksums the page checks on each view (newest first); older ones say "not checked".
+VALIDATED_SAVEPOINTS = 5
+#: Operations of the history shown, newest first.
+HISTORY_ROWS = 30
+
+
+def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[str, Any] | None = None,
+             now: datetime | None = None) -> dict[str, Any]:
+    """The job page's data for one job home (JSON-ready)."""
+    now = now or datetime.now(UTC)
+    secrets = secret_values(kafka_config) + secret_values(storage_options or {})
+    view: dict[str, Any] = {"job_home": home_url, "errors": {}}
+
+    def section(name: str, read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except (StreamError, OSError, ValueError, KeyError) as exc:
+            view["errors"][name] = redact_text(str(exc), secrets)
+            return None
+
+    home = section("job_home", lambda: _home(home_url, storage_options))
+    if home is None:
+        return view
+    view["summary"] = section("summary", lambda: summary(home, now))
+    view["partitions"] = section("partitions", lambda: partitions(home, kafka_config))
+    view["lag_samples"] = ((home.status() or {}).get("lag_samples") or []) if view["summary"] else []
+    view["savepoints"] = section("savepoints", lambda: savepoints(home))
+    view["history"] = section("history", lambda: history(home))
+    return view
+
+
+def _home(url: str, storage_options: dict[str, Any] | None) -> JobHome:
+    home = JobHome(url, storage_options)
+    home.require()
+    return home
+
+
+def summary(home: JobHome, now: datetime) -> dict[str, Any]:
+    """State, version, heartbeat age, generation and last committed batch (status.json and job.json)."""
+    status = home.status() or {}
+    spec = home.spec()
+    age = st.heartbeat_age(status, now) if status else None
+    alive = st.is_alive(status, now, st.max_heartbeat_age(status, 30.0)) if status else False
+    state = status.get("state") or "NOT STARTED"
+    if state in st.ACTIVE_STATES and not alive:
+        state = f"{state} (no heartbeat: driver gone?)"
+    return {
+        "job": spec.get("job") or home.url.rsplit("/", 1)[-1],
+        "state": state,
+        "app_version": spec.get("version"),
+        "heartbeat_age_seconds": round(age, 1) if age is not None else None,
+        "generation": home.current_generation(),
+        "last_batch_id": status.get("last_batch_id"),
+        "group": spec.get("group"),
+        "topics": spec.get("topics") or [],
+        "error": status.get("error"),
+    }
+
+
+def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per partition: checkpoint and group offsets, watermarks, lag and the verify status (ops.verify)."""
+    from airflow_kafka_stream.ops import verify
+    from airflow_kafka_stream.ops.context import build_context
+
+    ctx = build_context(job_home=home.url, client_config=kafka_config, storage_options=home.storage_options)
+    result = verify.verify(ctx)
+    rows = []
+    for verdict in result.partitions:
+        seen = verdict.observation
+        rows.append({"topic": seen.partition.topic, "partition": seen.partition.partition,
+                     "checkpoint_offset": seen.checkpoint_offset, "group_offset": seen.group_offset,
+                     "low": seen.low, "high": seen.high, "lag": seen.lag,
+                     "status": str(verdict.status), "detail": verdict.detail})
+    return rows
+
+
+def savepoints(home: JobHome) -> list[dict[str, Any]]:
+    """Every savepoint, newest first, with its size; checksums checked for the newest few."""
+    from airflow_kafka_stream.checkpoint.savepoints import incomplete_savepoints
+    from airflow_kafka_stream.ops import savepoints as ops_savepoints
+
+    rows = []
+    for index, manifest in enumerate(sorted(ops_savepoints.list_all(home), key=lambda m: m.created_at,
+                                            reverse=True)):
+        valid: bool | None = None
+        problem = None
+        if index < VALIDATED_SAVEPOINTS:
+            try:
+                ops_savepoints.validate(home, manifest.id)
+                valid = True
+            except StreamError as exc:
+                valid, problem = False, str(exc)
+        rows.append({"id": manifest.id, "batch_id": manifest.batch_id, "created_at": manifest.created_at,
+                     "app_version": manifest.app_version, "size_bytes": _size(home, manifest.id),
+                     "valid": valid, "problem": problem})
+    for name in incomplete_savepoints(home.savepoints_url, home.storage_options):
+        rows.append({"id": name, "batch_id": None, "created_at": None,
+                     "app_version": None, "size_bytes": None, "valid": False,
+                     "problem": "incomplete: no manifest (an interrupted savepoint)"})
+    return rows
+
+
+def _size(home: JobHome, savepoint_id: str) -> int | None:
+    try:
+        return int(home.fs.du(home.p("savepoints", savepoint_id), total=True))
+    except (OSError, ValueError):
+        return None
+
+
+def history(home: JobHome) -> list[dict[str, Any]]:
+    """The newest operations: when, what, who, result, and their (already redacted) arguments and error."""
+    rows = []
+    for record in reversed(home.history()[-HISTORY_ROWS:]):
+        rows.append({"started_at": record.get("started_at"), "operation": record.get("operation"),
+                     "by": record.get("by"), "result": record.get("result"), "seconds": record.get("seconds"),
+                     "args": json.dumps(redact(record.get("args") or {}), sort_keys=True, default=str),
+                     "error": record.get("error")})
+    return rows

@@ -1,0 +1,255 @@
+"""The driver side of a warm standby: register, warm up, report ready, wait for the go, take over.
+
+A driver started with :data:`STANDBY_ENV` set (to the token the control plane wrote in
+``control/standby.json`` when it launched it, see ``ops.standby``) does not take the job when its
+:class:`~airflow_kafka_stream.spark.runtime.StreamRuntime` prepares. It first stands by: it registers in
+its own record, does what takes time and touches nothing of the running job (the JVM and session are up
+already, its code is imported; the source is loaded, the job home and savepoints are read), reports
+READY and waits. Only the go written for its token by an upgrade that stopped the old version lets it
+take the job (lock, generation, status.json) and start its query. The job's checkpoint, group, status
+and lock stay untouched until then: a standby that fails or is ended costs the running job nothing.
+
+A standby never takes over on its own: when the old version stops by itself (a crash, another operator)
+it notes so in its record and keeps waiting for an explicit go. It gives up after ``max_wait_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core import standby as rules
+from airflow_kafka_stream.core.standby import STANDBY_ENV
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.storage import status as st
+from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+from airflow_kafka_stream.storage.processes import process_alive
+
+log = logging.getLogger(__name__)
+
+#: Set by the control plane in a standby driver's environment: the token of its record.
+
+#: How often a ready standby looks for its go: it is downtime, so often (a small local read).
+GO_POLL_SECONDS = 0.1
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Standby:
+    """One standby driver's record and its wait for the go."""
+
+    def __init__(self, home: JobHome, token: str, version: str | None, heartbeat_seconds: float,
+                 max_wait_seconds: float = 3600.0) -> None:
+        self.home = home
+        self.token = token
+        self.version = version
+        self.heartbeat_seconds = heartbeat_seconds
+        self.max_wait_seconds = max_wait_seconds
+        self.went = False
+        self._doc: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_env(cls, home: JobHome, version: str | None, heartbeat_seconds: float, max_wait_seconds: float,
+                 environ: Mapping[str, str] | None = None) -> Standby | None:
+        token = (environ if environ is not None else os.environ).get(STANDBY_ENV)
+        return cls(home, token, version, heartbeat_seconds, max_wait_seconds) if token else None
+
+    # -- the standby's life ------------------------------------------------------------------------
+    def stand_by(self, warm_up: Callable[[], None]) -> dict[str, Any]:
+        """Register, warm up, report READY, wait for the go; returns the go. Raises when refused or ended."""
+        self._register()
+        try:
+            started = time.monotonic()
+            warm_up()
+            self._update(rules.READY, ready_at=utc_now().isoformat(), warm_up_seconds=round(time.monotonic() - started, 3))
+            log.info("standby of version %s for %s is READY after %.1fs of warm-up; waiting for the go",
+                     self.version, self.home.url, time.monotonic() - started)
+            go = self._wait_for_go()
+        except BaseException as exc:
+            if self._doc.get("state") in rules.LIVE_STATES:
+                self.end(rules.FAILED if not isinstance(exc, _Ended) else rules.ENDED, str(exc))
+            raise
+        self.went = True
+        self._update(rules.TAKING_OVER, go_at=go.get("at"), go_by=go.get("by"))
+        log.info("standby of version %s for %s: go by %s, taking over", self.version, self.home.url, go.get("by"))
+        return go
+
+    def took_over(self) -> None:
+        """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
+        self.end(rules.ACTIVE, None)
+        try:
+            self.home.fs.rm(self.home.p(*STANDBY_GO))
+        except FileNotFoundError:
+            pass
+
+    def end(self, state: str, error: str | None) -> None:
+        """Write the final record and stop the heartbeat."""
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        try:
+            self._update(state, error=error[:2000] if error else None, ended_at=utc_now().isoformat())
+        except Exception as exc:  # noqa: BLE001 - the caller's own error matters more
+            log.error("could not write the %s record of the standby of %s: %s", state, self.home.url, exc)
+
+    # -- steps -------------------------------------------------------------------------------------
+    def _register(self) -> None:
+        """Refuse while another standby is live; else make the record ours (STARTING) and start beating."""
+        found = self.home.read_control(STANDBY_RECORD)
+        now = utc_now()
+        ours = found is not None and found.get("token") == self.token
+        if found and not ours and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
+            raise JobStateError(
+                f"job home {self.home.url} already has a live {rules.describe(found)}: two standbys for one job "
+                "are refused (only one can take over). Let its upgrade finish, or end it with the upgrade that "
+                "started it, then start this one again")
+        if ours and found.get("state") in rules.FINAL_STATES:
+            raise JobStateError(f"this standby of job home {self.home.url} was {found.get('state')} before it "
+                                f"registered ({found.get('error') or 'no reason given'}); nothing was changed")
+        self._doc = {
+            **(found if ours else {}),
+            "token": self.token,
+            "version": self.version,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "registered_at": now.isoformat(),
+            "heartbeat_interval_seconds": self.heartbeat_seconds,
+            "note": None,
+            "error": None,
+        }
+        self._update(rules.STARTING)
+        self._thread = threading.Thread(target=self._beat, name="standby-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _wait_for_go(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.max_wait_seconds
+        next_look = 0.0
+        while True:
+            go = self.home.read_control(STANDBY_GO)
+            if go and go.get("token") == self.token:
+                if go.get("action") == rules.GO:
+                    return go
+                raise _Ended(f"ended by {go.get('by') or 'the control plane'}: {go.get('reason') or 'cancelled'}")
+            if time.monotonic() >= deadline:
+                raise _Ended(f"no go within {self.max_wait_seconds:.0f}s: the standby gave up waiting")
+            if time.monotonic() >= next_look:
+                self._note_job_state()
+                next_look = time.monotonic() + self.heartbeat_seconds
+            time.sleep(GO_POLL_SECONDS)
+
+    def _note_job_state(self) -> None:
+        """The job stopped without a go: say so (the standby does not take over without being told to)."""
+        status = self.home.status()
+        alive = st.is_alive(status, time.time(), st.max_heartbeat_age(status, 30.0))
+        note = None if alive else (
+            f"the job no longer runs (state {(status or {}).get('state')}) but no go was given: this standby does "
+            "not take over without one (an upgrade gives it after stopping the old version)")
+        if note != self._doc.get("note"):
+            if note:
+                log.warning("standby for %s: %s", self.home.url, note)
+            with self._lock:
+                self._doc["note"] = note
+
+    # -- the record ----------------------------------------------------------------------------------
+    def _update(self, state: str, **fields: Any) -> None:
+        with self._lock:
+            self._doc.update(fields, state=state)
+            self._write_locked()
+
+    def _write_locked(self) -> None:
+        now = utc_now()
+        self._doc.update(heartbeat=now.isoformat(), heartbeat_epoch=now.timestamp())
+        self.home.write_control(STANDBY_RECORD, dict(self._doc))
+
+    def _beat(self) -> None:
+        while not self._closing.wait(self.heartbeat_seconds):
+            try:
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    self._write_locked()
+            except Exception as exc:  # noqa: BLE001 - a hiccup; the control plane judges staleness
+                log.warning("writing the standby record of %s failed: %s", self.home.url, exc)
+
+
+#: Records per partition a rehearsal reads back from the running job's position.
+REHEARSAL_RECORDS = 20
+
+
+def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_offsets: Any,
+             timeout: float = 300.0) -> float:
+    """Run the source once into a scratch folder, on a scratch checkpoint; returns the seconds it took.
+
+    The first query of a session pays for what the next ones do not: the Python process serving the
+    source, the Python workers reading it, Arrow, code generation and the first file write (measured on
+    this project's example pipeline: its first batch costs several times its third). A standby pays it
+    here, before it is READY, by reading the last few records before the running job's position (its
+    ``last_offsets``, read from status.json) into a local temporary folder, one batch (an empty topic: none,
+    until ``timeout``). Nothing of the job is written:
+    not its checkpoint, not its group (only the runtime commits to the group), not its output.
+    """
+    started = time.monotonic()
+    scratch = tempfile.mkdtemp(prefix="standby-rehearsal-")
+    options = {k: v for k, v in source_options.items() if k not in ("drainPath", "startOffsetsPath")}
+    options["startingOffsets"] = _behind(last_offsets, REHEARSAL_RECORDS) or "latest"
+    if options["startingOffsets"] == "latest" or options["startingOffsets"] == _behind(last_offsets, 0):
+        timeout = min(timeout, 10.0)  # nothing to read back: a batch comes only if records arrive meanwhile
+    options["failOnDataLoss"] = "false"  # records before the position may have been deleted meanwhile
+    local = str(spark.conf.get("spark.master", "")).startswith("local")
+
+    def write(batch_df, batch_id: int) -> None:
+        if local:
+            batch_df.write.mode("overwrite").parquet(f"{scratch}/out")
+        else:  # executors of a cluster cannot write to this driver's temporary folder
+            batch_df.write.format("noop").mode("overwrite").save()
+
+    partitions = sum(len(parts) for parts in last_offsets.values()) if isinstance(last_offsets, Mapping) else 1
+    options["maxOffsetsPerTrigger"] = str(REHEARSAL_RECORDS * max(1, partitions))  # however far behind the job is
+    query = None
+    try:
+        query = (spark.readStream.format(source_format).options(**options).load().writeStream
+                 .foreachBatch(write).option("checkpointLocation", f"{scratch}/checkpoint").start())
+        deadline = time.monotonic() + timeout
+        while query.isActive and time.monotonic() < deadline and not _executed_a_batch(query):
+            query.awaitTermination(0.1)
+        failure = query.exception()
+        if failure is not None:
+            raise JobStateError(f"the standby's rehearsal of its source failed: {failure}")
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return time.monotonic() - started
+
+
+def _executed_a_batch(query) -> bool:
+    return any("commitOffsets" in (progress["durationMs"] or {}) for progress in query.recentProgress)
+
+
+def _behind(offsets: Any, records: int) -> str | None:
+    """Offsets JSON ``records`` before ``offsets`` (a status's ``last_offsets``) on every partition."""
+    if not isinstance(offsets, Mapping) or not offsets:
+        return None
+    try:
+        return json.dumps({topic: {part: max(0, int(off) - records) for part, off in parts.items()}
+                           for topic, parts in offsets.items()}, separators=(",", ":"), sort_keys=True)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+class _Ended(JobStateError):
+    """The standby was cancelled or gave up: it ends ENDED (not FAILED)."""

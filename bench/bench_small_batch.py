@@ -1,0 +1,166 @@
+"""The fixed cost of a small micro-batch: kafka_stream against Spark's engine floor and the Python one.
+
+Streaming queries with a noop sink, each batch ROWS (300) rows over PARTITIONS (3) Spark
+partitions, run one after another in the same JVM:
+  - ``kafka_stream`` reading a preloaded topic of 3 partitions with maxOffsetsPerTrigger=ROWS;
+  - Spark's ``rate-micro-batch`` source (rowsPerBatch=ROWS, numPartitions=PARTITIONS), projected to
+    the source's columns: the engine's own floor for a batch of that size;
+  - a trivial Python streaming data source (bench/memory_source.py) that yields the same rows from
+    memory, one Arrow batch per task, in PARTITIONS tasks: the floor of Spark's Python data source
+    framework; and, for context on stderr, the same in one task (kafka_stream packs a small batch's
+    ranges into one task, see minRecordsPerTask).
+A warm-up round runs each query first (not measured). Then ROUNDS rounds, in an order that rotates
+each round, run each query for SKIP + BATCHES batches; the first SKIP batches of a query (its start)
+are not counted, and the round's figure is the median ``durationMs.triggerExecution`` of the rest.
+Prints ``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: the medians over rounds of
+kafka_stream's figure divided by the other two. Per-phase medians (latestOffset, queryPlanning,
+addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
+
+    .venv/bin/python bench/bench_small_batch.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ROWS = int(os.environ.get("BENCH_SMALL_ROWS", "300"))
+PARTITIONS = 3
+BATCHES = int(os.environ.get("BENCH_SMALL_BATCHES", "20"))
+SKIP = 3
+ROUNDS = int(os.environ.get("BENCH_SMALL_ROUNDS", "5"))
+VALUE = b"x" * 90
+PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def say(text: str, *args: object) -> None:
+    print(text % args if args else text, file=sys.stderr, flush=True)
+
+
+def fill_topic(bootstrap: str, topic: str, records: int) -> None:
+    """Produce in batches, then one single-record request per partition (keeps tansu's watermark exact)."""
+    from confluent_kafka import Producer
+
+    from tests.kafka_utils import create_topic, produce
+
+    create_topic(bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 1000})
+    for i in range(records - PARTITIONS):
+        producer.produce(topic, VALUE, b"%010d" % i, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+    for partition in range(PARTITIONS):
+        produce(bootstrap, topic, [(b"last", VALUE)], partition=partition)
+
+
+def kafka_frame(spark, bootstrap: str, topic: str, **extra: str):
+    return (
+        spark.readStream.format("kafka_stream")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", ROWS)
+        .options(**extra)
+        .load()
+    )
+
+
+def rate_frame(spark):
+    from bench_source import kafka_shaped_rate
+
+    return kafka_shaped_rate(spark, ROWS, PARTITIONS, PARTITIONS, VALUE)
+
+
+def batch_durations(spark, frame, checkpoints: str, label: str) -> list[dict]:
+    """Run the query for SKIP + BATCHES batches; the durationMs of the batches after the first SKIP."""
+    query = (
+        frame.writeStream.format("noop")
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", f"{checkpoints}/{label}-{uuid.uuid4().hex[:6]}")
+        .start()
+    )
+    deadline = time.monotonic() + 600
+    while len([p for p in query.recentProgress if p["numInputRows"]]) < SKIP + BATCHES:
+        if query.exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{label} query failed or stalled: {query.exception()}")
+        time.sleep(0.05)
+    spark.sparkContext.setLogLevel("OFF")  # stopping mid-batch logs the cancelled tasks as errors
+    query.stop()
+    spark.sparkContext.setLogLevel("WARN")
+    batches = [p for p in query.recentProgress if p["numInputRows"]][SKIP : SKIP + BATCHES]
+    wrong = [p["numInputRows"] for p in batches if p["numInputRows"] != ROWS]
+    assert not wrong, f"{label}: batches of {wrong} rows, expected {ROWS}"
+    return [p["durationMs"] for p in batches]
+
+
+def median_ms(durations: list[dict], phase: str = "triggerExecution") -> float:
+    return statistics.median(d.get(phase, 0) for d in durations)
+
+
+def main() -> None:
+    from airflow_kafka_stream.devstack.broker import existing_or_local_broker
+    from airflow_kafka_stream.spark.session import local_session
+    from bench.memory_source import MemorySource, workers_can_import_this
+
+    bootstrap, broker = existing_or_local_broker()
+    spark = None
+    try:
+        topic = f"bench-small-{uuid.uuid4().hex[:8]}"
+        fill_topic(bootstrap, topic, ROWS * (SKIP + BATCHES + 10))
+        workers_can_import_this()
+        spark = local_session("bench-small-batch", cores="*")
+        spark.dataSource.register(MemorySource)
+        frames = {
+            "kafka_stream": lambda: kafka_frame(spark, bootstrap, topic),
+            "rate": lambda: rate_frame(spark),
+            "python_floor": lambda: spark.readStream.format("bench_memory")
+            .option("rowsPerBatch", ROWS).option("numPartitions", PARTITIONS).load(),
+            "python_floor_one_task": lambda: spark.readStream.format("bench_memory")
+            .option("rowsPerBatch", ROWS).option("numPartitions", 1).load(),
+        }
+        for extra in filter(None, os.environ.get("BENCH_SMALL_EXTRA", "").split(";")):
+            # Context on stderr, e.g. BENCH_SMALL_EXTRA="kafkaConsumer.cache=false;floor:numPartitions=1"
+            floor = extra.startswith("floor:")
+            options = dict(pair.split("=", 1) for pair in extra.removeprefix("floor:").split(","))
+            if floor:
+                options = {"rowsPerBatch": str(ROWS), "numPartitions": str(PARTITIONS), **options}
+                frames[extra] = lambda o=options: spark.readStream.format("bench_memory").options(**o).load()
+            else:
+                frames[extra] = lambda o=options: kafka_frame(spark, bootstrap, topic, **o)
+        figures: dict[str, list[float]] = {name: [] for name in frames}
+        phases: dict[str, list[dict]] = {name: [] for name in frames}
+        with tempfile.TemporaryDirectory() as checkpoints:
+            say("warm-up round (not measured)")
+            for name, frame in frames.items():
+                batch_durations(spark, frame(), checkpoints, name)
+            names = list(frames)
+            for round_number in range(ROUNDS):
+                order = names[round_number % len(names) :] + names[: round_number % len(names)]
+                for name in order:
+                    durations = batch_durations(spark, frames[name](), checkpoints, name)
+                    figures[name].append(median_ms(durations))
+                    phases[name].extend(durations)
+                say("round %d: %s", round_number + 1, ", ".join(f"{n} {figures[n][-1]:.0f} ms" for n in names))
+        for name in frames:
+            detail = ", ".join(f"{phase} {median_ms(phases[name], phase):.0f}" for phase in PHASES)
+            say("%s: median batch %.0f ms (%s)", name, statistics.median(figures[name]), detail)
+        source = statistics.median(figures["kafka_stream"])
+        print(f"small_batch_vs_rate: {source / statistics.median(figures['rate']):.2f}")
+        print(f"small_batch_vs_python_floor: {source / statistics.median(figures['python_floor']):.2f}")
+        say("kafka_stream / one-task Python floor: %.2f", source / statistics.median(figures["python_floor_one_task"]))
+    finally:
+        if spark is not None:
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()

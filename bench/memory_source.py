@@ -1,0 +1,69 @@
+"""A trivial Python streaming data source for bench_small_batch: the same rows as kafka_stream,
+from memory. Importable by Spark's Python workers (bench_small_batch puts the repository on their
+PYTHONPATH), so tasks unpickle it by reference, as they do kafka_stream's reader."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+from airflow_kafka_stream.spark.arrow_rows import arrow_schema
+from airflow_kafka_stream.spark.source import source_schema
+
+VALUE = b"x" * 90
+
+
+class MemoryReader(DataSourceStreamReader):
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows, self.count = rows, partitions
+
+    def initialOffset(self) -> dict:
+        return {"offset": 0}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return {"offset": start["offset"] + self.rows}
+
+    def partitions(self, start: dict, end: dict) -> list:
+        share = self.rows // self.count
+        return [InputPartition((p, start["offset"] // self.count, share)) for p in range(self.count)]
+
+    def read(self, partition):
+        number, first, rows = partition.value
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array([b"%010d" % i for i in range(first, first + rows)], pa.binary()),
+                pa.array([VALUE] * rows, pa.binary()),
+                pa.array(["bench"] * rows, pa.string()),
+                pa.array([number] * rows, pa.int32()),
+                pa.array(range(first, first + rows), pa.int64()),
+                pa.array([time.time_ns() // 1000] * rows, pa.timestamp("us", tz="UTC")),
+                pa.array([0] * rows, pa.int32()),
+            ],
+            schema=arrow_schema(False),
+        )
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class MemorySource(DataSource):
+    """Options: rowsPerBatch, numPartitions."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_memory"
+
+    def schema(self):
+        return source_schema(False)
+
+    def streamReader(self, schema):
+        return MemoryReader(int(self.options.get("rowsPerBatch", 300)), int(self.options.get("numPartitions", 3)))
+
+
+def workers_can_import_this() -> None:
+    """Put the repository on the Python workers' path (before the JVM starts)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)

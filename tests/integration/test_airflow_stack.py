@@ -1,0 +1,190 @@
+"""The full Airflow stack (api-server, scheduler, dag-processor, triggerer) driven through its REST API and UI.
+
+One stack and one job for the module: version 1 is submitted with ``stream_submit`` and upgraded to version 2
+with ``stream_upgrade``, both triggered with ``POST /api/v2/dags/{dag_id}/dagRuns``, while events are fed.
+Every wait of the upgrade is deferred to the triggerer: the task instances are watched while the run goes,
+and the default pool is looked at while one is deferred. Then the job page plugin is read through its API
+(with and without a login) and in a real headless Chromium inside the Airflow UI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.conftest import ROOT, STACK_SECRET
+from tests.integration.test_airflow_submit import _stop
+from tests.integration.test_airflow_upgrade import Feeder
+from tests.kafka_utils import create_topic, unique
+
+# The module fixture (stack, submit, upgrade) is charged to the first test: a few minutes on two idle cores.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+
+PARTITIONS = 2
+ARTIFACTS = ROOT / "tests" / "artifacts"
+#: Tasks of the upgrade that wait (for a drain, a start, a health window) and so must defer.
+WAITING_TASKS = ("upgrade.stop_with_savepoint", "upgrade.submit_new_version", "upgrade.health_gate")
+
+
+def run_and_watch(stack, dag_id: str, conf: dict, token: str, timeout: float = 600.0) -> dict:
+    """Trigger a run through the REST API and poll it to its end, noting every state each task was seen in
+    and, whenever a task was deferred and none ran, how many slots the default pool had running."""
+    stack.unpause(dag_id, token)
+    status, run = stack.trigger(dag_id, conf, token)
+    assert status == 200, run
+    seen: dict[str, set[str]] = {}
+    pool_while_deferred: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tis = stack.task_instances(dag_id, run["dag_run_id"], token)
+        for task_id, ti in tis.items():
+            seen.setdefault(task_id, set()).add(str(ti["state"]))
+        states = {str(ti["state"]) for ti in tis.values()}
+        if "deferred" in states and not states & {"running", "queued", "scheduled"}:
+            pool_while_deferred.append(stack.request("GET", "/api/v2/pools/default_pool", token=token)[1])
+        _status, now = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}", token=token)
+        if now["state"] in ("success", "failed"):
+            final = {task_id: str(ti["state"]) for task_id, ti in stack.task_instances(
+                dag_id, run["dag_run_id"], token).items()}
+            return {"run": now, "tasks": final, "seen": seen, "pool_while_deferred": pool_while_deferred}
+        time.sleep(0.5)
+    raise AssertionError(f"{dag_id} run {run['dag_run_id']} did not end in {timeout:.0f}s; seen {seen}; "
+                         f"scheduler log: {stack.log_tail('scheduler')}")
+
+
+@pytest.fixture(scope="module")
+def upgraded(airflow_stack, kafka_bootstrap, tmp_path_factory):
+    """A job submitted as version 1 and upgraded to version 2, both through the REST API, fed meanwhile."""
+    from airflow_kafka_stream.devstack.airflow_stack import wait_for_dags
+
+    work = tmp_path_factory.mktemp("stack-job")
+    home = work / "home"
+    topic = create_topic(kafka_bootstrap, unique("stack"), PARTITIONS)
+    job = {"job_home": str(home), "topics": [topic], "group": unique("stack-group"), "output_path": str(work / "out")}
+    wait_for_dags(airflow_stack, ["stream_submit", "stream_upgrade", "stream_offset_reset"])
+    token = airflow_stack.token()
+    feeder = Feeder(kafka_bootstrap, topic)
+    feeder.start()
+    try:
+        submitted = run_and_watch(airflow_stack, "stream_submit", {**job, "app_version": "1"}, token)
+        assert submitted["tasks"] == {"submit": "success"}, submitted
+        # The health window counts from RUNNING, before the new version's first batch, which took 46-73 s on two
+        # cores shared with other Spark jobs (a few seconds on idle ones): a shorter window fails a healthy upgrade.
+        upgrade = run_and_watch(airflow_stack, "stream_upgrade", {
+            **job, "new_version": "2", "health_batches": 1, "health_window_seconds": 10,
+            "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
+        yield {"home": home, "topic": topic, "job": job, "submit": submitted, "upgrade": upgrade}
+    finally:
+        feeder.stop()
+        _stop(home)
+
+
+def test_an_upgrade_triggered_through_the_rest_api_defers_its_waits_and_succeeds(airflow_stack, upgraded):
+    upgrade = upgraded["upgrade"]
+    home = JobHome(str(upgraded["home"]))
+    assert upgrade["run"]["state"] == "success", (upgrade["tasks"], home.history()[-3:], home.status())
+    assert upgrade["tasks"]["upgrade.outcome"] == "success"
+    assert upgrade["tasks"]["upgrade.rollback_stop_new_version"] == "skipped"
+    assert (home.spec()["version"], home.status()["state"]) == ("2", "RUNNING")
+    for task_id in WAITING_TASKS:
+        assert "deferred" in upgrade["seen"][task_id], (task_id, upgrade["seen"])
+    # While the run waited, no task held a worker slot: the deferred task counts in no running slot.
+    assert upgrade["pool_while_deferred"], "no moment with a deferred task and none running was seen"
+    assert all(pool["running_slots"] == 0 for pool in upgrade["pool_while_deferred"]), upgrade["pool_while_deferred"]
+    assert any(pool["deferred_slots"] >= 1 for pool in upgrade["pool_while_deferred"])
+    # The triggerer, not a worker, ran the triggers that ended those waits: it writes their own log beside the task's.
+    run_logs = airflow_stack.home / "logs" / "dag_id=stream_upgrade" / f"run_id={upgrade['run']['dag_run_id']}"
+    for task_id in WAITING_TASKS:
+        written = "".join(p.read_text(errors="replace") for p in (run_logs / f"task_id={task_id}").glob(
+            "attempt=*.log.trigger.*.log"))
+        # The trigger was started there and its own code logged from there (the "fired" line may be flushed later).
+        assert "starting" in written and '"logger":"airflow_kafka_stream.triggers.' in written, (task_id, written[-2000:])
+
+
+@pytest.mark.parametrize(("conf", "named"), [
+    ({"strategy": "to-yesterday"}, "to-yesterday"),
+    ({"strategy": "to-datetime", "datetime": "2026-11-22T08:00:00"}, "date-time"),
+])
+def test_an_offset_reset_with_invalid_params_is_refused_with_400_and_nothing_runs(airflow_stack, upgraded, conf,
+                                                                                  named):
+    token = airflow_stack.token()
+    history_before = JobHome(str(upgraded["home"])).history()
+    status, body = airflow_stack.trigger("stream_offset_reset", {"job_home": str(upgraded["home"]), **conf}, token)
+    assert status == 400, body
+    assert named in body["detail"]
+    _status, runs = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/dagRuns", token=token)
+    assert runs["total_entries"] == 0, runs
+    assert JobHome(str(upgraded["home"])).history() == history_before
+
+
+def test_the_job_page_api_needs_an_airflow_login_and_shows_no_secret(airflow_stack, upgraded):
+    home = str(upgraded["home"])
+    status, _body = airflow_stack.request("GET", "/stream-jobs/api/jobs", token=None)
+    assert status == 401
+    status, _body = airflow_stack.request("GET", "/stream-jobs/", token=None)
+    assert status == 401
+    status, _body = airflow_stack.request("GET", "/stream-jobs/api/jobs", token="not-a-jwt")
+    assert status == 403
+
+    token = airflow_stack.token()
+    status, listed = airflow_stack.request("GET", "/stream-jobs/api/jobs", token=token)
+    assert status == 200 and home in listed["job_homes"], listed
+    status, listed = airflow_stack.request("GET", "/stream-jobs/api/jobs?dag_id=stream_upgrade", token=token)
+    assert status == 200 and home in listed["job_homes"], "the DAG tab lists its runs' job homes"
+    status, refused = airflow_stack.request("GET", "/stream-jobs/api/job?home=/etc", token=token)
+    assert status == 404, "only job homes the provider knows about are read"
+
+    status, view = airflow_stack.request("GET", f"/stream-jobs/api/job?home={home}", token=token)
+    assert status == 200, view
+    assert view["errors"] == {}, view["errors"]
+    assert (view["summary"]["state"], view["summary"]["app_version"]) == ("RUNNING", "2")
+    assert view["summary"]["heartbeat_age_seconds"] < 30 and view["summary"]["last_batch_id"] is not None
+    rows = {(r["topic"], r["partition"]): r for r in view["partitions"]}
+    assert set(rows) == {(upgraded["topic"], p) for p in range(PARTITIONS)}
+    for row in rows.values():
+        assert row["high"] - row["checkpoint_offset"] == row["lag"] >= 0 and row["status"] in ("OK", "STALLED")
+    assert view["savepoints"] and view["savepoints"][0]["valid"] is True, view["savepoints"]
+    assert view["savepoints"][0]["app_version"] == "1", "the upgrade's savepoint is of the version it stopped"
+    operations = [r["operation"] for r in view["history"]]
+    assert {"submit", "stop"} <= set(operations), operations
+    assert view["lag_samples"], "the running job records a lag sample per batch"
+    _status, page = airflow_stack.request("GET", f"/stream-jobs/?home={home}", token=token)
+    for text in (json.dumps(view), page):
+        assert STACK_SECRET not in text and airflow_stack.password() not in text
+
+
+def test_the_job_page_in_a_browser_shows_partitions_lag_and_savepoints(airflow_stack, upgraded):
+    """Chromium logs in through the UI's cookie, opens the example DAG's tab and reads what a person sees."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = Path("/usr/bin/chromium")
+    assert chromium.exists(), "Chromium is missing: run scripts/setup-system (apt-get install chromium)"
+    token = airflow_stack.token()
+    _status, view = airflow_stack.request("GET", f"/stream-jobs/api/job?home={upgraded['home']}", token=token)
+    newest_savepoint = view["savepoints"][0]["id"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "job_page.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1800})
+            context.add_cookies([{"name": "_token", "value": token, "url": airflow_stack.url}])
+            page = context.new_page()
+            page.goto(f"{airflow_stack.url}/dags/stream_upgrade/plugin/stream-job", wait_until="networkidle")
+            frame = page.frame_locator("iframe").first
+            table = frame.locator("table.partitions")
+            table.wait_for(timeout=60_000)
+            first_row = table.locator("tbody tr").first
+            assert upgraded["topic"] in first_row.inner_text()
+            assert frame.locator("p.lag-now").inner_text().startswith("Lag at the last batch:")
+            assert frame.locator("svg.lag-plot polyline").count() == 1
+            assert newest_savepoint in frame.locator("table.savepoints").inner_text()
+            assert "RUNNING" in frame.locator("table.summary").inner_text()
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    print(f"job page screenshot: {shot}")

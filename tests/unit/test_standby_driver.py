@@ -1,0 +1,80 @@
+"""spark.standby without Spark: a second standby refuses to register; the go, a cancel and the job stopping by
+itself, as the driver sees them in the job home (local files, real threads)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from airflow_kafka_stream.core import standby as rules
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.spark.standby import Standby
+from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+
+
+def standing_by(home: JobHome, token: str, **kwargs) -> tuple[Standby, threading.Thread, dict]:
+    standby = Standby(home, token, "2", heartbeat_seconds=0.2, **kwargs)
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["go"] = standby.stand_by(lambda: None)
+        except JobStateError as exc:
+            outcome["error"] = str(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while (home.read_control(STANDBY_RECORD) or {}).get("state") != rules.READY and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return standby, thread, outcome
+
+
+def test_a_second_standby_is_refused_while_the_first_is_live(tmp_path):
+    home = JobHome(str(tmp_path))
+    first, thread, _ = standing_by(home, "first")
+    with pytest.raises(JobStateError, match="two standbys for one job are refused"):
+        Standby(home, "second", "3", heartbeat_seconds=0.2).stand_by(lambda: None)
+    assert home.read_control(STANDBY_RECORD)["token"] == "first", "the refused one wrote nothing"
+    home.write_control(STANDBY_GO, {"token": "first", "action": rules.CANCEL, "reason": "test over"})
+    thread.join(5)
+
+
+def test_the_go_for_its_token_lets_it_take_over_and_the_record_ends_active(tmp_path):
+    home = JobHome(str(tmp_path))
+    standby, thread, outcome = standing_by(home, "mine")
+    home.write_control(STANDBY_GO, {"token": "someone-else", "action": rules.GO})
+    time.sleep(0.3)
+    assert thread.is_alive(), "a go for another token is not ours"
+    home.write_control(STANDBY_GO, {"token": "mine", "action": rules.GO, "by": "upgrade"})
+    thread.join(5)
+    assert outcome["go"]["by"] == "upgrade"
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.TAKING_OVER
+    standby.took_over()
+    record = home.read_control(STANDBY_RECORD)
+    assert (record["state"], record["pid"], record["host"]) == (rules.ACTIVE, os.getpid(), socket.gethostname())
+    assert home.read_control(STANDBY_GO) is None
+
+
+def test_a_job_that_stops_by_itself_is_not_taken_over_without_a_go(tmp_path):
+    home = JobHome(str(tmp_path))
+    (tmp_path / "status.json").write_text('{"state": "FAILED", "error": "crashed"}')
+    _, thread, outcome = standing_by(home, "mine", max_wait_seconds=1.5)
+    time.sleep(0.5)
+    assert "does not take over without one" in home.read_control(STANDBY_RECORD)["note"]
+    thread.join(5)
+    assert "gave up waiting" in outcome["error"] and "go" not in outcome
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+
+
+def test_a_cancel_ends_it(tmp_path):
+    home = JobHome(str(tmp_path))
+    _, thread, outcome = standing_by(home, "mine")
+    home.write_control(STANDBY_GO, {"token": "mine", "action": rules.CANCEL, "by": "upgrade", "reason": "not ready"})
+    thread.join(5)
+    assert "ended by upgrade: not ready" in outcome["error"]
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.ENDED

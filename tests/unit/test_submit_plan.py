@@ -1,0 +1,111 @@
+"""spark-submit commands for each cluster manager, built by SparkSubmitHook from plan_submit: no secret in them."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import tempfile
+
+import pytest
+
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.spark_driver import plan_submit, render_properties
+from airflow_kafka_stream.ops.submit import CLIENT_CONFIG_ENV
+from airflow_kafka_stream.storage.files import STORAGE_OPTIONS_ENV
+from tests.airflow_helpers import set_connection
+
+SECRET = "pw-" + "Hq7Xe"
+KAFKA = {"bootstrap.servers": "b:9092", "sasl.password": SECRET}
+STORAGE = {"key": "AKIA", "secret": SECRET}
+
+
+def plan(master: str, mode: str | None, environment: str | None = None, home: str = "s3://bucket/jobs/a", **extra):
+    return plan_submit(master=master, deploy_mode=mode, spark_conf={"spark.executor.memory": "2g"}, kafka=KAFKA,
+                       storage_options=STORAGE, job_home=home, job_home_shared=False,
+                       executor_environment=environment, name="stream-a", args=["--home", home],
+                       driver_python="/opt/airflow/venv/bin/python", **extra)
+
+
+def command(monkeypatch, master: str, mode: str | None, planned) -> list[str]:
+    from airflow.providers.apache.spark.hooks import spark_submit
+
+    if master.startswith("k8s://"):
+        # Only the command is built (no cluster is called): the cncf.kubernetes provider is not installed here.
+        monkeypatch.setattr(spark_submit, "kube_client", object(), raising=False)
+    set_connection(monkeypatch, "spark_test", json.dumps({"conn_type": "spark", "host": master}))
+    hook = spark_submit.SparkSubmitHook(conn_id="spark_test", properties_file="/private/driver.properties",
+                                        **planned.hook_kwargs)
+    return hook._build_spark_submit_command("/apps/job.py")
+
+
+@pytest.mark.parametrize(("master", "env_conf", "wait_conf"), [
+    ("yarn", "spark.yarn.appMasterEnv", "spark.yarn.submit.waitAppCompletion=false"),
+    ("k8s://https://api:6443", "spark.kubernetes.driverEnv", "spark.kubernetes.submission.waitAppCompletion=false"),
+])
+def test_cluster_mode_command_ships_the_environment_and_keeps_secrets_in_a_file(monkeypatch, tmp_path, master,
+                                                                                 env_conf, wait_conf):
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"archive")
+    planned = plan(master, "cluster", str(archive))
+    args = command(monkeypatch, master, "cluster", planned)
+    text = " ".join(args)
+    assert SECRET not in text, "a secret in spark-submit's arguments is visible in the process list"
+    assert ["--deploy-mode", "cluster"] == args[args.index("--deploy-mode"):args.index("--deploy-mode") + 2]
+    assert f"--archives {archive}#environment" in text
+    assert "spark.pyspark.python=./environment/bin/python" in text
+    assert "spark.pyspark.driver.python" not in text, "in cluster mode the driver uses the shipped environment too"
+    assert wait_conf in text, "the hook's submission returns once the application is accepted"
+    assert "--properties-file /private/driver.properties" in text
+    properties = render_properties(planned.properties)
+    assert f"{env_conf}.{CLIENT_CONFIG_ENV}=" in properties and f"{env_conf}.{STORAGE_OPTIONS_ENV}=" in properties
+    assert SECRET in properties, "the driver gets its secrets from the properties file"
+
+
+def test_client_mode_on_a_loopback_standalone_cluster(monkeypatch, tmp_path):
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"archive")
+    planned = plan("spark://127.0.0.1:7077", None, str(archive), home=str(tmp_path / "home"))
+    text = " ".join(command(monkeypatch, "spark://127.0.0.1:7077", None, planned))
+    assert SECRET not in text and not planned.properties
+    assert "spark.pyspark.driver.python=/opt/airflow/venv/bin/python" in text, "the client-mode driver runs here"
+    assert "spark.driver.host=127.0.0.1" in text, "executors on loopback must reach the driver on loopback"
+    assert json.loads(planned.driver_env[CLIENT_CONFIG_ENV]) == KAFKA, "secrets travel in the driver's environment"
+
+
+def test_an_interpreter_installed_on_every_node(monkeypatch):
+    planned = plan("yarn", "client", "python:/opt/stream-env/bin/python")
+    text = " ".join(command(monkeypatch, "yarn", "client", planned))
+    assert "spark.pyspark.python=/opt/stream-env/bin/python" in text and "--archives" not in text
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"master": "spark://master:7077", "mode": None, "home": "/data/jobs/a"}, "job_home_shared=True"),
+    ({"master": "spark://master:7077", "mode": "cluster"}, "standalone manager runs Python drivers in client mode"),
+    ({"master": "yarn", "mode": "client", "environment": "python:bin/python"}, "absolute path"),
+    ({"master": "yarn", "mode": "client", "environment": "/nowhere/env.tar.gz"}, "neither 'packed'"),
+])
+def test_refusals_name_the_setting(kwargs, match):
+    with pytest.raises(InvalidInputError, match=match):
+        plan(**kwargs)
+
+
+def test_properties_escape_keys_and_keep_json_values():
+    text = render_properties({"spark.a b": 'x\\y', "k": '{"a": "b:c"}'})
+    assert text == 'k={"a": "b:c"}\nspark.a\\ b=x\\\\y\n'
+
+
+def test_a_failed_cluster_submission_leaves_no_secrets_file(monkeypatch, tmp_path):
+    """spark-submit to a YARN that is not there fails; the private properties file is gone all the same."""
+    from airflow_kafka_stream.hooks.spark_driver import launch_driver
+
+    set_connection(monkeypatch, "spark_yarn", json.dumps({"conn_type": "spark", "host": "yarn",
+                                                          "extra": {"deploy-mode": "cluster"}}))
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "aks-submit-*")))
+    with pytest.raises(JobStateError, match="spark-submit to yarn in cluster mode failed"):
+        launch_driver(spark_conn_id="spark_yarn", application="/apps/job.py", args=[], spark_conf={}, kafka=KAFKA,
+                      log_path=str(tmp_path / "driver.log"), name="stream-a", storage_options=STORAGE,
+                      job_home="s3://bucket/jobs/a")
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "aks-submit-*"))) == before
