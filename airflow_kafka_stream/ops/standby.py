@@ -33,6 +33,7 @@ from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.operation import recorded_operation
+from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.submit import LaunchedDriver, driver_log_path, log_tail, submission_path
 from airflow_kafka_stream.storage.files import dump_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
@@ -141,12 +142,15 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
         return live
 
 
-def hand_over(home: JobHome, handle: StandbyHandle, stop_result: Mapping[str, Any], *,
+def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Mapping[str, Any], *,
               takeover_stopped: bool = False, by: str | None = None) -> dict[str, Any]:
     """Give the standby its go once the old version stopped with a savepoint (step 4 of the module docstring).
 
+    ``stop_result`` is what ``stop_job`` returned, or its ``to_dict()`` as an Airflow task gets it from XCom.
     Returns what a submit returns (``submitted_at``, pid, log), so the wait for the new version is the same.
     """
+    if isinstance(stop_result, StopResult):
+        stop_result = stop_result.to_dict()
     now = datetime.now(UTC)
     with recorded_operation(home, "standby-go", {"standby_pid": handle.pid, "takeover_stopped": takeover_stopped},
                             by=by) as record:

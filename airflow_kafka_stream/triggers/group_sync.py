@@ -48,6 +48,8 @@ class StreamGroupSyncTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = time.monotonic() + self.timeout_seconds
+        self.log.info("waiting up to %.0fs for the group of job %s to match its checkpoint", self.timeout_seconds,
+                      self.job_home)
         while True:
             try:
                 found = await asyncio.to_thread(group_sync, self.job_home, self.kafka_conn_id, self.storage_conn_id)

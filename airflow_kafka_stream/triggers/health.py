@@ -102,6 +102,7 @@ class StreamJobHealthTrigger(BaseTrigger):
             yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
             return
         deadline = time.monotonic() + self.timeout_seconds
+        self.log.info("watching the health of job %s for up to %.0fs", self.job_home, self.timeout_seconds)
         samples: list[LagSample] = []
         while True:
             try:

@@ -85,6 +85,8 @@ class StreamJobStateTrigger(BaseTrigger):
             yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
             return
         deadline = time.monotonic() + self.timeout_seconds
+        self.log.info("waiting up to %.0fs for job %s to reach %s", self.timeout_seconds, self.job_home,
+                      "/".join(self.target_states))
         while True:
             try:
                 status = await asyncio.to_thread(self._read_status)

@@ -215,7 +215,8 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     # -- the sink kind: an override to a file sink is refused (no _spark_metadata), an empty path too -------------
     before = snapshot(ex.job)
     as_file = cli(capsys, "reset", *home, "--to-earliest", "--sink-kind", "file", "--execute")
-    assert as_file.code == 2 and "_spark_metadata" in as_file.err and "--sink-kind idempotent" in as_file.err
+    assert (as_file.code == 2 and "_spark_metadata" in as_file.err and "set sink_kind to idempotent" in as_file.err
+            and "[sink_kind: --sink-kind]" in as_file.err)
     empty = cli(capsys, "reset", *home, "--to-earliest", "--sink-path", "", "--execute")
     assert empty.code == 2 and "--sink-path is empty" in empty.err
     assert_unchanged(ex.job, before)

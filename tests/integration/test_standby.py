@@ -137,7 +137,7 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
     second = launch_standby(job.jobhome, "2", job.launcher("2"))  # the killed one no longer counts as live
     wait_ready(job.jobhome, second, timeout=240, poll=0.2)
     stopped = stop_job(job.jobhome, timeout=60, savepoint=True, poll=0.2)
-    assert stopped["was_running"] and stopped["savepoint"]["id"]
+    assert stopped.was_running and stopped.savepoint.id
     job.kill(second.pid)
     with pytest.raises(JobStateError, match="can no longer take over"):
         hand_over(job.jobhome, second, stopped)
