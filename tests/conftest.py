@@ -40,6 +40,18 @@ os.environ["AIRFLOW__LOGGING__NAMESPACE_LEVELS"] = ("airflow.task.operators.airf
 atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 
 
+#: Test modules that take minutes on two cores, longest first. The suite runs on two pytest-xdist workers, a
+#: module at a time each (``--dist loadfile``); starting these first keeps one of them from running alone at the
+#: end while the other worker idles.
+SLOW_MODULES_FIRST = ("test_cluster_job", "test_airflow_upgrade", "test_airflow_stack", "test_standby",
+                      "test_airflow_watchdog", "test_exactly_once", "test_example_pipeline_ops", "test_airflow_job_ops")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(SLOW_MODULES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     """Bootstrap servers of a real broker: KAFKA_BOOTSTRAP_SERVERS, or a local tansu."""

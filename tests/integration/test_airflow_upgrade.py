@@ -44,7 +44,8 @@ class Feeder(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            produce(self.bootstrap, self.topic, [(f"k{i % 3}", json.dumps({"id": f"e{i}", "key": f"k{i % 3}",
+            # Eight keys: the default partitioner spreads them over every partition of a 2- or 4-partition topic.
+            produce(self.bootstrap, self.topic, [(f"k{i % 8}", json.dumps({"id": f"e{i}", "key": f"k{i % 8}",
                                                                             "amount": i}))
                                                  for i in range(self.sent, self.sent + 5)])
             self.sent += 5

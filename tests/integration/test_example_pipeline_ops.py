@@ -218,7 +218,7 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     assert (as_file.code == 2 and "_spark_metadata" in as_file.err and "set sink_kind to idempotent" in as_file.err
             and "[sink_kind: --sink-kind]" in as_file.err)
     empty = cli(capsys, "reset", *home, "--to-earliest", "--sink-path", "", "--execute")
-    assert empty.code == 2 and "--sink-path is empty" in empty.err
+    assert empty.code == 2 and "sink_path is empty" in empty.err and "[sink_path: --sink-path]" in empty.err
     assert_unchanged(ex.job, before)
 
     # -- round 1: to-offset (one offset, and per partition), shift-by, to-earliest --------------------------------
