@@ -14,13 +14,21 @@ in. Rules, checked in order; the first that applies decides:
    ``min_batches``). Before its run's first batch the wait is
    ``startup_seconds`` instead (when longer): a fresh driver's first batch pays
    for the JVM, the Python workers and often a backlog, and is no stall.
-4. Once it has, lag is watched for ``window_seconds``: if the lag at the end
-   is above the lag at the start (and above ``lag_tolerance``), the job falls
-   behind: unhealthy. Otherwise healthy.
+4. Once it has, the lag is judged at batch commits, as Burrow judges a
+   consumer at its offset commits: the first sample after each newly
+   committed batch is the lag that batch left behind. Between commits the
+   lag always climbs by the input that arrived meanwhile, so comparing two
+   samples at arbitrary moments would call a healthy job with slow batches
+   "falling behind". Over at least ``window_seconds`` and at least
+   ``TREND_COMMITS`` commits, a lag that rose at every commit and ends above
+   ``lag_tolerance`` means the job falls behind: unhealthy. Otherwise
+   healthy. A window that has passed with fewer commits waits for more (a
+   slow trigger); at the deadline, fewer commits show no trend: healthy.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,12 +110,34 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
             return Verdict(Outcome.FAILED, f"the lag window of {spec.window_seconds:.0f}s did not complete in time")
         return Verdict(Outcome.WAITING, f"running; lag {last.lag} (was {first.lag}), watching "
                                         f"{spec.window_seconds:.0f}s")
-    if last.lag > first.lag and last.lag > spec.lag_tolerance:
-        return Verdict(Outcome.FAILED, f"lag grew from {first.lag} to {last.lag} over {spec.window_seconds:.0f}s: "
+    settled = _consumes_nothing(gated, spec) or _idle(gated, spec)
+    if settled is not None:
+        return settled
+    commits = at_commits(gated)
+    if len(commits) < TREND_COMMITS and not deadline_passed:
+        return Verdict(Outcome.WAITING, f"running; {len(commits)} batch commit(s) seen in the window, waiting for "
+                                        f"{TREND_COMMITS} to judge the lag's trend")
+    lags = [sample.lag for sample in commits]
+    rising = all(after > before for before, after in itertools.pairwise(lags))
+    if len(lags) >= TREND_COMMITS and rising and lags[-1] > spec.lag_tolerance:
+        return Verdict(Outcome.FAILED, f"lag grew at every one of {len(lags)} batch commits, from {lags[0]} to "
+                                       f"{lags[-1]} over {(commits[-1].at - commits[0].at).total_seconds():.0f}s: "
                                        "the job falls behind its input")
-    return _consumes_nothing(gated, spec) or Verdict(
-        Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag {last.lag} "
-                         f"(was {first.lag} {spec.window_seconds:.0f}s before)")
+    return Verdict(Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag at its batch "
+                                    f"commits {' -> '.join(str(lag) for lag in lags[-TREND_COMMITS:])}")
+
+
+#: Batch commits the lag's trend is judged over (two steps: one rise is what one slow batch does).
+TREND_COMMITS = 3
+
+
+def at_commits(samples: Sequence[LagSample]) -> list[LagSample]:
+    """The first sample after each newly committed batch: the lag a batch left, without the input since."""
+    found: list[LagSample] = []
+    for sample in samples:
+        if not found or sample.batches > found[-1].batches:
+            found.append(sample)
+    return found
 
 
 def _idle(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
