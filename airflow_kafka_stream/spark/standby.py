@@ -224,7 +224,15 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
         query = (spark.readStream.format(source_format).options(**options).load().writeStream
                  .foreachBatch(write).option("checkpointLocation", f"{scratch}/checkpoint").start())
         deadline = time.monotonic() + timeout
+        executors_due = time.monotonic() + EXECUTOR_GRACE_SECONDS
         while query.isActive and time.monotonic() < deadline and not _executed_a_batch(query):
+            if not local and time.monotonic() > executors_due and executor_count(spark) == 0:
+                log.warning(
+                    "the standby got no executor in %.0fs: the running version holds the cluster's cores. It is "
+                    "READY with its driver warm, and its executors start with its query at the handover; give "
+                    "the cluster room for both applications (e.g. spark.cores.max) to warm them too",
+                    EXECUTOR_GRACE_SECONDS)
+                break
             query.awaitTermination(0.1)
         failure = query.exception()
         if failure is not None:
@@ -234,6 +242,15 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
             query.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     return time.monotonic() - started
+
+
+#: How long a standby on a cluster waits for its first executor before it stops rehearsing without one.
+EXECUTOR_GRACE_SECONDS = 30.0
+
+
+def executor_count(spark) -> int:
+    """Executors registered with this application (the driver's own entry not counted)."""
+    return max(len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1, 0)
 
 
 def _executed_a_batch(query) -> bool:
