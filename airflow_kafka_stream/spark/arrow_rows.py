@@ -135,7 +135,7 @@ def open_partition(options: SourceOptions, rng: OffsetRange, schema: pa.Schema) 
 def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = None) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``[rng.start, rng.end)`` as Arrow batches.
 
-    With kafkaConsumer.cache (the default) and the topic's id as the planner saw it, the consumer
+    With kafkaConsumer.cache (off by default) and the topic's id as the planner saw it, the consumer
     comes from, and after a complete read goes back to, this worker's cache (consumer_cache.py);
     otherwise, or when the read fails or is abandoned, it is closed here. The id keeps a consumer
     from ever meeting a deleted and recreated topic of the same name (librdkafka 2.16 crashes when
