@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"a standalone cluster at {cluster.master_url} (2 workers x 1 core)" if cluster else "local[2]"
         print(f"airflow-kafka-stream demo: Airflow on SQLite, Spark {where}, Kafka broker at {broker.bootstrap_servers}")
         print(f"  (Airflow's and Spark's output: {demo.log}; drivers' logs: {demo.home}/logs)\n", flush=True)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})  # kept alive until its futures resolve
+        # Kept alive until its futures resolve; log_level 2 keeps its "disconnected" at the broker's stop off the screen.
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 2})
         for future in admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
             future.result(30)
         if demo.stack is None:

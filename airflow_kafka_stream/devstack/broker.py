@@ -120,7 +120,8 @@ def _answers_metadata(bootstrap: str) -> bool:
     from confluent_kafka.admin import AdminClient
 
     try:
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=1)
+        # log_level 2: "connection refused" while the broker starts is the expected answer, not a message for the screen
+        AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=1)
         return True
     except Exception:  # noqa: BLE001 - any failure means "not up yet"
         return False
