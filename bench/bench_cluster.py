@@ -50,8 +50,9 @@ def measure(master: str, bootstrap: str, topic: str, checkpoints: str, warmups: 
     spark = session(master)
     try:
         if master.startswith("spark://"):
-            executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-            say("%s: %d executors registered", master, executors)
+            from airflow_kafka_stream.spark.session import executor_count
+
+            say("%s: %d executors registered", master, executor_count(spark))
         for _ in range(warmups):
             source_rate(spark, bootstrap, topic, checkpoints)
         return [source_rate(spark, bootstrap, topic, checkpoints) for _ in range(RUNS)]

@@ -34,3 +34,8 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
 
     register(session)
     return session
+
+
+def executor_count(spark) -> int:
+    """Executors registered with this application (the driver's own entry not counted)."""
+    return max(len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1, 0)

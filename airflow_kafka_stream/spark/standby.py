@@ -30,6 +30,7 @@ from typing import Any
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.spark.session import executor_count
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.processes import process_alive
@@ -246,11 +247,6 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
 
 #: How long a standby on a cluster waits for its first executor before it stops rehearsing without one.
 EXECUTOR_GRACE_SECONDS = 30.0
-
-
-def executor_count(spark) -> int:
-    """Executors registered with this application (the driver's own entry not counted)."""
-    return max(len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1, 0)
 
 
 def _executed_a_batch(query) -> bool:
