@@ -25,6 +25,12 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
+# Every JVM the tests start (the in-process session, spark-submit drivers, a cluster's master, workers and
+# executors) lives for seconds to minutes on small data, on two cores shared by two test workers: C2
+# compilation and parallel GC threads cost more CPU than they return. C1 only and the serial collector cut the
+# suite's CPU by about a quarter; the benchmarks and the demo keep the JVM's defaults.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData")
+
 # Airflow reads its home at import time: give the test run its own (SQLite, no example DAGs), before any
 # test module imports airflow. See tests/airflow_helpers.py for the database and the DAGs folder.
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="aks-airflow-"))

@@ -16,7 +16,8 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,
-                       lock: bool = True, existing_home: bool = True) -> Iterator[dict[str, Any]]:
+                       lock: bool = True, existing_home: bool = True,
+                       lock_wait_seconds: float = 0.0) -> Iterator[dict[str, Any]]:
     """Hold the job lock while the body runs and append what happened to history.jsonl.
 
     With ``existing_home`` (all but a job's first start) a directory that is not a
@@ -40,7 +41,7 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
         home.require()
     started = time.monotonic()
     holder = record["by"]
-    lock_cm = home.lock(name, holder) if lock else _no_lock()
+    lock_cm = home.lock(name, holder, lock_wait_seconds) if lock else _no_lock()
     with lock_cm:
         try:
             yield record

@@ -64,6 +64,8 @@ from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 log = logging.getLogger(__name__)
 
 SOURCE_FORMAT = "kafka_stream"
+#: How long a starting driver waits for a control-plane operation that holds the job lock to finish.
+START_LOCK_WAIT_SECONDS = 30.0
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -392,8 +394,9 @@ class StreamRuntime:
         # Under the job lock: a reset or restore in progress must finish first, and once the STARTING
         # heartbeat is written every control-plane operation sees this driver as running.
         args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
+        # A standby reads its go while the upgrade that wrote it still holds the lock: wait for brief holders.
         with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}",
-                                existing_home=False) as record:
+                                existing_home=False, lock_wait_seconds=START_LOCK_WAIT_SECONDS) as record:
             self._refuse_second_driver()
             self.generation, self.starting_offsets = self._choose_generation()
             self.checkpoint_location = self.home.checkpoint_url(self.generation)

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,8 @@ STOP_MODE_KILL = "kill"
 #: A warm standby's own record, and the go (or cancel) the control plane gives it.
 STANDBY_RECORD = ("control", "standby.json")
 STANDBY_GO = ("control", "standby-go.json")
+#: How often a caller waiting for the job lock looks again.
+LOCK_POLL_SECONDS = 0.2
 
 log = logging.getLogger(__name__)
 
@@ -270,15 +273,20 @@ class JobHome:
             return {"holder": "unknown (unreadable lock file)"}
 
     @contextmanager
-    def lock(self, operation: str, holder: str | None = None) -> Iterator[dict[str, Any]]:
+    def lock(self, operation: str, holder: str | None = None, wait_seconds: float = 0.0) -> Iterator[dict[str, Any]]:
         """Hold the job's exclusive control-plane lock for one operation.
 
         The lock file carries a random token: on release it is removed only if it still holds ours,
         so a holder whose lock was broken (``unlock``) never removes the lock of whoever took it next.
+        ``wait_seconds`` lets a caller that must not fail on a brief operation of someone else (a driver
+        taking over right after the upgrade's go, which is written under the lock) wait for its release.
         """
         info = {"operation": operation, "holder": holder or who_am_i(), "acquired_at": utc_now().isoformat(),
                 "host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
-        if not self._acquire(info):
+        deadline = time.monotonic() + wait_seconds
+        while not (acquired := self._acquire(info)) and time.monotonic() < deadline:
+            time.sleep(LOCK_POLL_SECONDS)
+        if not acquired:
             held = self.read_lock() or {}
             elsewhere = held.get("host") not in (None, socket.gethostname())
             raise JobStateError(

@@ -104,7 +104,9 @@ def test_upgrade_succeeds_and_rolls_back_failed_versions_exactly_once(tmp_path, 
         assert sorted(p.name for p in (home / "savepoints").iterdir()) == savepoints
 
         # A standby that takes over and consumes nothing fails the health gate: the normal rollback.
-        failed = run_dag("stream_upgrade", path=upgrade, conf={**job, **fast, "new_version": "4",
+        # Its first batch never ends, so the gate waits out the startup grace: 30 s is enough to tell.
+        failed = run_dag("stream_upgrade", path=upgrade, conf={**job, **fast, "health_startup_seconds": 30,
+                                                               "new_version": "4",
                                                                "application": str(APPS / "stalled_version.py")})
         assert (failed.tasks["upgrade.start_standby"], failed.tasks["upgrade.health_gate"]) == ("success", "failed")
         assert failed.tasks["upgrade.outcome"] == "failed", failed.tasks
