@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -134,6 +135,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_target: PartitionOffsets | None = None
         self._latest_seen: PartitionOffsets | None = None
         self._drained_at: dict | None = None
+        self._idle_since: float | None = None  # when a look last found nothing new (monotonic)
         self._client_config = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
 
     # -- start position ---------------------------------------------------------------------
@@ -205,10 +207,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("kafka_stream availableNow: reading up to %s", json.dumps(to_nested(self._available_now_target)))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._pace_idle_looks()
         if self._stop_requested():
             if self._drained_at != start:  # once per position: the check repeats every trigger
                 self._write_drained(start)
                 self._drained_at = start
+            self._idle_since = time.monotonic()
             return start
         # A withdrawn request: plan again, and answer afresh should a new one come at this same position.
         self._drained_at = None
@@ -226,8 +230,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(effective, end, limit.max_rows)
         if end == begin:
+            self._idle_since = time.monotonic()
             return start  # Spark's own object: its text goes back unchanged (see offsets_text)
+        self._idle_since = None
         return to_nested(end)
+
+    def _pace_idle_looks(self) -> None:
+        """After a look that found nothing new, wait out ``idlePollIntervalMs`` before the next one.
+
+        With the default trigger Spark asks an idle source again every 10 ms: each look is a ListOffsets
+        request to the broker and a read of the drain path (an object-store request on S3), 100 a second
+        per idle query and a fifth of a core. A record that arrives meanwhile waits at most the interval.
+        """
+        if self._idle_since is None:
+            return
+        wait = self._idle_since + self.options.idle_poll_interval_ms / 1000 - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
     def reportLatestOffset(self) -> dict | None:
         return to_nested(self._latest_seen) if self._latest_seen else None

@@ -42,6 +42,9 @@ How to read:
                          earliest available offset.
   ``includeHeaders``     ``false`` (default); ``true`` adds the ``headers`` column.
   ``kafkaConsumer.pollTimeoutMs``  how long a read may wait for records it knows exist (120000).
+  ``idlePollIntervalMs``  after a look at the topics found nothing new, the next look waits until this
+                         long after it (100; 0: as often as Spark asks, every 10 ms on an idle
+                         topic with the default trigger).
   ``kafkaConsumer.nativeReader``  ``true`` (default): executors read partitions into Arrow in C
                          (librdkafka from the confluent-kafka wheel) when the package's extension
                          is built; ``false``: read through confluent-kafka in Python. Headers
@@ -91,6 +94,8 @@ START_TIMESTAMPS = "timestamps"
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_CACHE_TIMEOUT_MS = 300_000
 DEFAULT_MIN_RECORDS_PER_TASK = 50_000
+#: An idle query's looks at the topics, at most one per this many ms (Spark asks every 10 ms).
+DEFAULT_IDLE_POLL_INTERVAL_MS = 100
 
 #: Every option this source reads, in the spelling the documentation uses.
 KNOWN_OPTIONS = (
@@ -110,6 +115,7 @@ KNOWN_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
+    "idlePollIntervalMs",
     "kafkaConsumer.nativeReader",
     "kafkaConsumer.cache",
     "kafkaConsumer.cacheTimeoutMs",
@@ -201,6 +207,7 @@ class SourceOptions:
     consumer_cache: bool = False
     cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
     allow_python_fallback: bool = False
+    idle_poll_interval_ms: int = DEFAULT_IDLE_POLL_INTERVAL_MS
 
     @property
     def bootstrap_servers(self) -> str:
@@ -233,6 +240,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         consumer_cache=_boolean(opts, "kafkaConsumer.cache", False),
         cache_timeout_ms=_positive_int(opts, "kafkaConsumer.cacheTimeoutMs") or DEFAULT_CACHE_TIMEOUT_MS,
         allow_python_fallback=_boolean(opts, "kafkaConsumer.allowPythonFallback", False),
+        idle_poll_interval_ms=_non_negative_int(opts, "idlePollIntervalMs", DEFAULT_IDLE_POLL_INTERVAL_MS),
     )
 
 
@@ -269,6 +277,15 @@ def _text(opts: Mapping[str, str], name: str) -> str | None:
         return None
     value = str(value).strip()
     return value or None
+
+
+def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
+    value = _text(opts, name)
+    if value is None:
+        return default
+    if not value.strip().isdigit():
+        raise InvalidInputError(f"option {name} must be a whole number of 0 or more, got {value!r}")
+    return int(value)
 
 
 def _positive_int(opts: Mapping[str, str], name: str) -> int | None:

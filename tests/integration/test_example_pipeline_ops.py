@@ -1,11 +1,12 @@
 """The example pipeline, run as users run it, through every operation on its job home.
 
-One job home, one 4-partition topic, one story (the steps depend on each
+One job home, one 8-partition topic, one story (the steps depend on each
 other, so it is one test): a running driver is stopped with a savepoint;
 checkpoint, fsck, verify and the savepoint commands look at it; a restore with
 state and a restart lose and duplicate nothing; then every reset strategy is
 planned (dry run, which changes nothing) and executed, scoped to different
-partitions so that one ``--available-now`` restart checks several strategies;
+partitions (eight of them) so that one ``--available-now`` restart checks up to
+seven strategies;
 each restart must read exactly from the targets to the end, as the parquet the
 pipeline writes under ``<output>/events/generation=G/batch=B`` shows, and
 leave the output of earlier batches untouched; finally a restore that drops
@@ -35,7 +36,7 @@ from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
-PARTS = 4
+PARTS = 8
 
 
 class Example:
@@ -148,7 +149,7 @@ def reset(capsys, ex: Example, *strategy: str, expected: dict[int, int]) -> dict
     return outcome
 
 
-# Six driver starts: about 2-3 minutes on an idle 2-core machine, several times that when the cores are shared.
+# Five driver starts: about 2 minutes on an idle 2-core machine, several times that when the cores are shared.
 @pytest.mark.timeout(1800)
 def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, capsys):
     topic = create_topic(kafka_bootstrap, unique("example-ops"), PARTS)
@@ -182,7 +183,7 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     assert result["was_running"] and result["offsets"] == {topic: {str(p): 12 for p in range(PARTS)}}
     savepoint = result["savepoint"]["id"]
     assert result["savepoint"]["offsets"] == {topic: {str(p): 12 for p in range(PARTS)}}
-    assert sorted(ex.ids()) == sorted(f"e{i}" for i in range(48))
+    assert sorted(ex.ids()) == sorted(f"e{i}" for i in range(12 * PARTS))
     assert json.loads((ex.home / "job.json").read_text())["sink"] == {"kind": "idempotent", "path": str(ex.output)}
 
     # -- looking at it: checkpoint, fsck, verify, savepoints ------------------------------------------------------
@@ -208,9 +209,9 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     batches = ex.run_available_now()
     assert {gen for gen, _ in batches} == {2}
     assert min(b for _, b in batches) == result["savepoint"]["batch_id"] + 1
-    assert reads(batches, topic) == expect(p0=range(12, 14), p1=range(12, 14), p2=range(12, 14), p3=range(12, 14))
+    assert reads(batches, topic) == {p: [12, 13] for p in range(PARTS)}
     assert sorted(ex.ids()) == sorted(f"e{i}" for i in range(next_id)), "lost or duplicated across the cycle"
-    ex.assert_in_sync(14, 14, 14, 14)
+    ex.assert_in_sync(*[14] * PARTS)
 
     # -- the sink kind: an override to a file sink is refused (no _spark_metadata), an empty path too -------------
     before = snapshot(ex.job)
@@ -221,42 +222,41 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     assert empty.code == 2 and "sink_path is empty" in empty.err and "[sink_path: --sink-path]" in empty.err
     assert_unchanged(ex.job, before)
 
-    # -- round 1: to-offset (one offset, and per partition), shift-by, to-earliest --------------------------------
+    # -- round 1: to-offset (one offset, and per partition), shift-by, to-earliest on partitions 0-3; to-datetime,
+    #    by-duration, to-latest (past records it never read) on partitions 4-7 ---------------------------------------
+    produce(ex.bootstrap, topic, [("k", json.dumps({"id": f"e{next_id + i}"})) for i in range(3)], partition=7)
+    when = datetime.fromtimestamp(mark, UTC).isoformat()
     appended = [
         reset(capsys, ex, "--to-offset", "3", "--topic", f"{topic}:0", expected={0: 3})["batch_id"],
         reset(capsys, ex, "--to-offset", f"{topic}:1=5", "--topic", f"{topic}:1", expected={1: 5})["batch_id"],
         reset(capsys, ex, "--shift-by", "-4", "--topic", f"{topic}:2", expected={2: 10})["batch_id"],
         reset(capsys, ex, "--to-earliest", "--topic", f"{topic}:3", expected={3: 0})["batch_id"],
+        reset(capsys, ex, "--to-datetime", when, "--topic", f"{topic}:4,5", expected={4: 6, 5: 6})["batch_id"],
+        reset(capsys, ex, "--by-duration", f"PT{time.time() - mark:.3f}S", "--topic", f"{topic}:6",
+              expected={6: 6})["batch_id"],
+        reset(capsys, ex, "--to-latest", "--topic", f"{topic}:7", expected={7: 17})["batch_id"],
     ]
     batches = ex.run_available_now()
     assert not {(2, b) for b in appended} & set(batches), "an appended batch must not run (its offsets are done)"
     assert min(b for _, b in batches) > max(appended)
-    assert reads(batches, topic) == expect(p0=range(3, 14), p1=range(5, 14), p2=range(10, 14), p3=range(0, 14))
-    ex.assert_in_sync(14, 14, 14, 14)
-
-    # -- round 2: to-datetime, by-duration, to-latest (past records it never read) --------------------------------
-    produce(ex.bootstrap, topic, [("k", json.dumps({"id": f"e{next_id + i}"})) for i in range(3)], partition=3)
-    when = datetime.fromtimestamp(mark, UTC).isoformat()
-    reset(capsys, ex, "--to-datetime", when, "--topic", f"{topic}:0,1", expected={0: 6, 1: 6})
-    reset(capsys, ex, "--by-duration", f"PT{time.time() - mark:.3f}S", "--topic", f"{topic}:2", expected={2: 6})
-    reset(capsys, ex, "--to-latest", "--topic", f"{topic}:3", expected={3: 17})
-    batches = ex.run_available_now()
-    assert reads(batches, topic) == expect(p0=range(6, 14), p1=range(6, 14), p2=range(6, 14))
-    ex.assert_in_sync(14, 14, 14, 17)
+    assert reads(batches, topic) == expect(p0=range(3, 14), p1=range(5, 14), p2=range(10, 14), p3=range(0, 14),
+                                           p4=range(6, 14), p5=range(6, 14), p6=range(6, 14))
+    ex.assert_in_sync(*[14] * 7, 17)
 
     # -- round 3: to-current realigns a group that drifted; to-savepoint; from-file (an --export) -----------------
-    commit_group(ex.bootstrap, ex.group, ex.at(0, 0, 0, 0))
+    commit_group(ex.bootstrap, ex.group, ex.at(*[0] * PARTS))
     assert cli(capsys, "verify", *home).code == 1
-    reset(capsys, ex, "--to-current", expected={0: 14, 1: 14, 2: 14, 3: 17})
+    reset(capsys, ex, "--to-current", expected={**{p: 14 for p in range(7)}, 7: 17})
     assert cli(capsys, "verify", *home).code == 0
-    reset(capsys, ex, "--to-savepoint", savepoint, expected={0: 12, 1: 12, 2: 12, 3: 12})
+    reset(capsys, ex, "--to-savepoint", savepoint, expected={p: 12 for p in range(PARTS)})
     exported = tmp_path / "plan.csv"
     dry = cli(capsys, "reset", *home, "--shift-by", "-5", "--topic", f"{topic}:0,1", "--export", str(exported))
     assert dry.code == 0 and "nothing changed" in dry.out
     reset(capsys, ex, "--from-file", str(exported), "--topic", f"{topic}:0,1", expected={0: 7, 1: 7})
     batches = ex.run_available_now()
-    assert reads(batches, topic) == expect(p0=range(7, 14), p1=range(7, 14), p2=range(12, 14), p3=range(12, 17))
-    ex.assert_in_sync(14, 14, 14, 17)
+    assert reads(batches, topic) == {0: list(range(7, 14)), 1: list(range(7, 14)),
+                                     **{p: [12, 13] for p in range(2, 7)}, 7: list(range(12, 17))}
+    ex.assert_in_sync(*[14] * 7, 17)
 
     # -- restore dropping state: a fresh generation at the savepoint's offsets, batch ids from 0 -------------------
     dropped = cli(capsys, "restore", *home, "--savepoint", savepoint, "--drop-state", "--json")
@@ -264,7 +264,7 @@ def test_example_pipeline_through_every_operation(kafka_bootstrap, tmp_path, cap
     assert dropped.json()["generation"] == 3
     batches = ex.run_available_now()
     assert {gen for gen, _ in batches} == {3} and min(b for _, b in batches) == 0
-    assert reads(batches, topic) == expect(p0=range(12, 14), p1=range(12, 14), p2=range(12, 14), p3=range(12, 17))
-    ex.assert_in_sync(14, 14, 14, 17)
+    assert reads(batches, topic) == {**{p: [12, 13] for p in range(7)}, 7: list(range(12, 17))}
+    ex.assert_in_sync(*[14] * 7, 17)
     assert cli(capsys, "verify", *home).code == 0
     assert cli(capsys, "checkpoint", "fsck", *home).code == 0

@@ -108,6 +108,8 @@ def test_defaults_and_kafka_passthrough():
     assert (parsed.fail_on_data_loss, parsed.include_headers, parsed.drain_path) == (True, False, None)
     assert parsed.native_reader is True
     assert parse_source_options({**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "false"}).native_reader is False
+    assert parsed.idle_poll_interval_ms == 100
+    assert parse_source_options({**BOOT, "subscribe": "a", "idlePollIntervalMs": "0"}).idle_poll_interval_ms == 0
 
 
 @pytest.mark.parametrize(
@@ -170,6 +172,10 @@ def test_defaults_and_kafka_passthrough():
             {**BOOT, "subscribe": "a", "maxOffsetsPerTrigger": "1e3"}, "positive integer", id="max-offsets-not-integer"
         ),
         pytest.param({**BOOT, "subscribe": "a", "failOnDataLoss": "yes"}, "true or false", id="boolean-spelling"),
+        pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "-1"}, "idlePollIntervalMs must be a whole number",
+                     id="idle-poll-negative"),
+        pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "0.5s"}, "0 or more, got '0.5s'",
+                     id="idle-poll-not-integer"),
         pytest.param(
             {**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "off"},
             "kafkaConsumer.nativeReader must be true or false",
