@@ -65,11 +65,14 @@ def test_first_start_records_generation_then_control_plane_generation_wins(spark
     assert committed(kafka_bootstrap, group, topic, 1) == {0: 6}
 
 
-def test_a_driver_does_not_start_while_a_control_operation_holds_the_job(spark, kafka_bootstrap, tmp_path):
-    """A reset or restore in progress owns the checkpoint: the driver refuses instead of racing it."""
-    import pytest
-
+def test_a_driver_does_not_start_while_a_control_operation_holds_the_job(spark, kafka_bootstrap, tmp_path,
+                                                                         monkeypatch):
+    """A reset or restore in progress owns the checkpoint: the driver refuses instead of racing it (after
+    waiting out START_LOCK_WAIT_SECONDS, here shortened)."""
     from airflow_kafka_stream.errors import JobStateError
+    from airflow_kafka_stream.spark import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "START_LOCK_WAIT_SECONDS", 0.5)
 
     topic = create_topic(kafka_bootstrap, unique("locked"), 1)
     home = str(tmp_path / "home")
