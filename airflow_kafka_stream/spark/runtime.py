@@ -60,6 +60,7 @@ from airflow_kafka_stream.spark.standby import Standby, rehearse
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+from airflow_kafka_stream.storage.processes import process_alive
 
 log = logging.getLogger(__name__)
 
@@ -463,11 +464,19 @@ class StreamRuntime:
         return gen, self.config.starting_offsets
 
     def _refuse_second_driver(self) -> None:
-        """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats."""
+        """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats.
+
+        A fresh heartbeat written from this host by a process that is gone (killed while it started) is no
+        driver: it is not waited out. One from another host is, since its pid means nothing here.
+        """
         status = st.read_status(self.home.url, self.config.storage_options)
         max_age = st.max_heartbeat_age(status, self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
         if status and st.is_alive(status, time.time(), max_age) and (
                 status.get("pid"), status.get("host")) != (os.getpid(), socket.gethostname()):
+            if process_alive(status.get("pid"), status.get("host")) is False:
+                log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
+                            self.config.job_name, status.get("pid"), status.get("heartbeat"))
+                return
             raise JobStateError(
                 f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
                 f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "

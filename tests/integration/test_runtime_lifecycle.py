@@ -285,3 +285,38 @@ def test_a_driver_that_cannot_write_its_heartbeat_fences_itself_before_it_looks_
     result = job.join()
     assert (result.state, result.exit_code) == ("FAILED", 1), result.summary()
     assert "fenced" in result.error and "status.json" in result.error
+
+
+def test_a_start_is_refused_while_a_driver_beats_but_not_after_a_killed_one(spark, kafka_bootstrap, tmp_path):
+    """A fresh heartbeat of a live process blocks a second driver; one left by a killed process of this host
+    (a standby killed while it took the job) does not make the next start wait until it goes stale."""
+    import socket
+    import subprocess
+    import sys
+
+    topic = create_topic(kafka_bootstrap, unique("life-beat"), 1)
+    home = tmp_path / "home"
+    (home / "control").mkdir(parents=True)
+
+    def beating(pid: int) -> None:
+        now = time.time()
+        (home / "status.json").write_text(json.dumps({
+            "state": "STARTING", "pid": pid, "host": socket.gethostname(), "heartbeat_epoch": now,
+            "heartbeat": "now", "heartbeat_interval_seconds": 1.0}))
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        beating(other.pid)
+        with pytest.raises(JobStateError, match=f"already runs .*pid {other.pid}"):
+            StreamRuntime(spark, str(home), config_for(kafka_bootstrap, topic)).prepare()
+        assert json.loads((home / "status.json").read_text())["pid"] == other.pid, "the refusal wrote nothing"
+    finally:
+        other.kill()
+        other.wait()
+    beating(other.pid)  # the same fresh heartbeat, its writer now gone
+    runtime = StreamRuntime(spark, str(home), config_for(kafka_bootstrap, topic))
+    try:
+        runtime.prepare()
+        assert read_status(str(home))["pid"] == os.getpid()
+    finally:
+        runtime.fail(RuntimeError("test over"))

@@ -144,8 +144,8 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
     restarted = job.first_batch_of(job.start("2").pid)
     assert restarted["generation"] == before["generation"]
 
-    # 3. Killed right after the go, while it takes the job: the job starts again cleanly once the dead
-    #    driver's heartbeat is stale (a lock it left is broken: its process is gone).
+    # 3. Killed right after the go, while it takes the job: the job starts again cleanly at once (the lock and
+    #    the fresh STARTING heartbeat it may have left are its gone process's, so neither holds the start up).
     third = launch_standby(job.jobhome, "3", job.launcher("3"))
     wait_ready(job.jobhome, third, timeout=240, poll=0.2)
     handed = hand_over(job.jobhome, third, stop_job(job.jobhome, timeout=60, savepoint=True, poll=0.2))
