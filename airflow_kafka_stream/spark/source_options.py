@@ -280,24 +280,25 @@ def _text(opts: Mapping[str, str], name: str) -> str | None:
 
 
 def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    value = _text(opts, name)
-    if value is None:
-        return default
-    if not value.strip().isdigit():
-        raise InvalidInputError(f"option {name} must be a whole number of 0 or more, got {value!r}")
-    return int(value)
+    number = _whole_number(opts, name, 0, "a whole number of 0 or more")
+    return default if number is None else number
 
 
 def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
+    return _whole_number(opts, name, 1, "a positive integer")
+
+
+def _whole_number(opts: Mapping[str, str], name: str, minimum: int, wording: str) -> int | None:
+    """The option as an int of at least ``minimum``; None when it is not given."""
     value = _text(opts, name)
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        number = 0
-    if number <= 0:
-        raise InvalidInputError(f"option {name} must be a positive integer, got {value!r}")
+        number = minimum - 1
+    if number < minimum:
+        raise InvalidInputError(f"option {name} must be {wording}, got {value!r}")
     return number
 
 

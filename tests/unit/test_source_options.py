@@ -176,6 +176,8 @@ def test_defaults_and_kafka_passthrough():
                      id="idle-poll-negative"),
         pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "0.5s"}, "0 or more, got '0.5s'",
                      id="idle-poll-not-integer"),
+        pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "\u00b2"}, "0 or more, got '\u00b2'",
+                     id="idle-poll-unicode-digit"),
         pytest.param(
             {**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "off"},
             "kafkaConsumer.nativeReader must be true or false",
