@@ -62,6 +62,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--starting-offsets", default="earliest",
                         help="earliest, latest, group or offsets JSON; used only on a fresh checkpoint")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="upper bound on records per batch")
+    parser.add_argument("--read-mode", choices=("executors", "driver"), default="executors",
+                        help="where batches are read: Spark tasks on the executors, or the driver while it plans "
+                        "them (small batches; needs --max-offsets-per-trigger; see docs/source.md)")
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
@@ -132,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         topics=[t for spec in args.topic for t in spec.split(",") if t],
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        source_options={"readMode": args.read_mode},
         heartbeat_seconds=args.heartbeat_seconds,
         clock_skew_seconds=args.clock_skew_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,

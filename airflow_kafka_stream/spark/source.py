@@ -26,7 +26,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
@@ -52,6 +53,7 @@ from airflow_kafka_stream.spark.offset_ranges import (
 )
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
+    READ_ON_DRIVER,
     START_EARLIEST,
     START_GROUP,
     START_LATEST,
@@ -108,7 +110,16 @@ class KafkaStreamDataSource(DataSource):
         # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
         # connector does (compact JSON), without changing the text of offsets Spark already holds.
         offsets_text.install_in_runner()
+        if self.parsed.read_mode == READ_ON_DRIVER:
+            # PySpark's way of choosing the simple (driver-side) reader: it calls simpleStreamReader next.
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
         return KafkaStreamReader(self.parsed)
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        from airflow_kafka_stream.spark.driver_reader import KafkaDriverReader
+
+        offsets_text.install_in_runner()
+        return KafkaDriverReader(self.parsed)
 
 
 class KafkaRange(InputPartition):

@@ -37,6 +37,10 @@ How to read:
   ``minRecordsPerTask``  without minPartitions and maxRecordsPerPartition, partitions' ranges
                          smaller than this share a Spark task (50000; 1: a task per partition):
                          a Python task costs tens of milliseconds before it reads a record.
+  ``readMode``           ``executors`` (default): each batch's ranges are read by Spark tasks on the
+                         executors; ``driver``: the driver reads each batch while it plans it and hands
+                         Spark the records with the plan, so no Python task runs (small batches only:
+                         needs ``maxOffsetsPerTrigger``; see driver_reader.py and docs/source.md).
   ``failOnDataLoss``     ``true`` (default): fail when offsets the query needs are gone
                          (retention, recreated topic); ``false``: log it and go on from the
                          earliest available offset.
@@ -97,6 +101,9 @@ DEFAULT_MIN_RECORDS_PER_TASK = 50_000
 #: An idle query's looks at the topics, at most one per this many ms (Spark asks every 10 ms).
 DEFAULT_IDLE_POLL_INTERVAL_MS = 100
 
+READ_ON_EXECUTORS = "executors"
+READ_ON_DRIVER = "driver"
+
 #: Every option this source reads, in the spelling the documentation uses.
 KNOWN_OPTIONS = (
     SUBSCRIBE,
@@ -112,6 +119,7 @@ KNOWN_OPTIONS = (
     "minPartitions",
     "maxRecordsPerPartition",
     "minRecordsPerTask",
+    "readMode",
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
@@ -208,6 +216,7 @@ class SourceOptions:
     cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
     allow_python_fallback: bool = False
     idle_poll_interval_ms: int = DEFAULT_IDLE_POLL_INTERVAL_MS
+    read_mode: str = READ_ON_EXECUTORS
 
     @property
     def bootstrap_servers(self) -> str:
@@ -222,6 +231,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     subscription = _subscription(opts)
     group_id = _text(opts, "groupId") or kafka.get("group.id")
     starting = _starting(opts, subscription, group_id)
+    read_mode = _read_mode(opts)
     return SourceOptions(
         subscription=subscription,
         starting=starting,
@@ -241,7 +251,29 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         cache_timeout_ms=_positive_int(opts, "kafkaConsumer.cacheTimeoutMs") or DEFAULT_CACHE_TIMEOUT_MS,
         allow_python_fallback=_boolean(opts, "kafkaConsumer.allowPythonFallback", False),
         idle_poll_interval_ms=_non_negative_int(opts, "idlePollIntervalMs", DEFAULT_IDLE_POLL_INTERVAL_MS),
+        read_mode=read_mode,
     )
+
+
+def _read_mode(opts: Mapping[str, str]) -> str:
+    """``readMode``, with the options a driver read cannot honour refused (a driver read is one task's worth)."""
+    mode = (_text(opts, "readMode") or READ_ON_EXECUTORS).lower()
+    if mode not in (READ_ON_EXECUTORS, READ_ON_DRIVER):
+        raise InvalidInputError(f"option readMode must be executors or driver, got {mode!r}")
+    if mode == READ_ON_EXECUTORS:
+        return mode
+    if _positive_int(opts, "maxOffsetsPerTrigger") is None:
+        raise InvalidInputError(
+            "option readMode=driver reads every batch into the driver's memory, so it needs a bound on the batch: "
+            "set maxOffsetsPerTrigger (e.g. 10000), or use readMode=executors for large batches"
+        )
+    spread = [name for name in ("minPartitions", "maxRecordsPerPartition") if _text(opts, name) is not None]
+    if spread:
+        raise InvalidInputError(
+            f"option readMode=driver reads each batch in one process, so {' and '.join(spread)} cannot apply; "
+            "remove it, or use readMode=executors to spread a batch over tasks"
+        )
+    return mode
 
 
 def _kafka_options(opts: Mapping[str, str]) -> dict[str, str]:

@@ -110,6 +110,9 @@ def test_defaults_and_kafka_passthrough():
     assert parse_source_options({**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "false"}).native_reader is False
     assert parsed.idle_poll_interval_ms == 100
     assert parse_source_options({**BOOT, "subscribe": "a", "idlePollIntervalMs": "0"}).idle_poll_interval_ms == 0
+    assert parsed.read_mode == "executors"
+    driver = parse_source_options({**BOOT, "subscribe": "a", "readMode": "Driver", "maxOffsetsPerTrigger": "500"})
+    assert driver.read_mode == "driver"
 
 
 @pytest.mark.parametrize(
@@ -178,6 +181,13 @@ def test_defaults_and_kafka_passthrough():
                      id="idle-poll-not-integer"),
         pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "\u00b2"}, "0 or more, got '\u00b2'",
                      id="idle-poll-unicode-digit"),
+        pytest.param({**BOOT, "subscribe": "a", "readMode": "tasks"}, "readMode must be executors or driver, got 'tasks'",
+                     id="read-mode-unknown"),
+        pytest.param({**BOOT, "subscribe": "a", "readMode": "driver"},
+                     "readMode=driver reads every batch into the driver's memory.*set maxOffsetsPerTrigger",
+                     id="read-on-driver-unbounded"),
+        pytest.param({**BOOT, "subscribe": "a", "readMode": "driver", "maxOffsetsPerTrigger": "9",
+                      "minPartitions": "4"}, "so minPartitions cannot apply; remove it", id="read-on-driver-spread"),
         pytest.param(
             {**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "off"},
             "kafkaConsumer.nativeReader must be true or false",

@@ -1,0 +1,138 @@
+"""readMode=driver against a real broker and real Spark: the same batches as the executors' reads,
+replays of a planned batch after a restart (in a task, through readBetweenOffsets), switching modes
+on one checkpoint, and data loss."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_source_reading import run_available_now, stream
+from tests.kafka_utils import create_topic, produce, unique
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+
+
+def rows_of(rows) -> list[tuple]:
+    return [tuple(row.asDict().get(name) for name in COLUMNS) for row in rows]
+
+
+def offsets_lines(checkpoint: Path) -> dict[int, str]:
+    """The source's line of every planned batch, as Spark stored it."""
+    found = {}
+    for path in (checkpoint / "offsets").iterdir():
+        if path.name.isdigit():
+            found[int(path.name)] = path.read_text().splitlines()[2]
+    return found
+
+
+def run_batches(spark, df, checkpoint: Path) -> tuple[dict[int, list[tuple]], object]:
+    """Run availableNow; the rows of each batch by batch id (a replayed batch keeps its id)."""
+    batches: dict[int, list[tuple]] = {}
+
+    def keep(batch, batch_id):
+        batches[batch_id] = sorted(rows_of(batch.collect()), key=lambda r: (r[3], r[4]))
+
+    query = (
+        df.writeStream.foreachBatch(keep)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    query.awaitTermination(120)
+    if query.exception() is not None:
+        raise query.exception()
+    return batches, query
+
+
+def forget_commit(checkpoint: Path, batch_id: int) -> None:
+    """As if the driver died after planning ``batch_id`` and before committing it."""
+    (checkpoint / "commits" / str(batch_id)).unlink()
+    (checkpoint / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)
+
+
+@pytest.fixture
+def topic(kafka_bootstrap):
+    """Two partitions: p0 holds a0..a4 (with a header on a0), p1 holds b0..b2."""
+    name = create_topic(kafka_bootstrap, unique("drv"), 2)
+    produce(kafka_bootstrap, name, [("k0", "a0")], partition=0, headers=[("h", b"v")])
+    produce(kafka_bootstrap, name, [(f"k{i}", f"a{i}") for i in range(1, 5)], partition=0)
+    produce(kafka_bootstrap, name, [(None, f"b{i}") for i in range(3)], partition=1)
+    return name
+
+
+def source(spark, bootstrap: str, topic: str, mode: str, **options: str):
+    """Batches of at most 3 records; without includeHeaders the C reader reads them."""
+    return stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="3",
+                  readMode=mode, **options)
+
+
+def test_driver_reads_the_batches_and_offsets_the_executors_read(spark, kafka_bootstrap, topic, tmp_path):
+    found = {}
+    for mode in ("executors", "driver"):
+        df = source(spark, kafka_bootstrap, topic, mode, includeHeaders="true")
+        batches, query = run_batches(spark, df, tmp_path / mode)
+        found[mode] = (batches, offsets_lines(tmp_path / mode), query.recentProgress)
+    executors, driver = found["executors"], found["driver"]
+    assert [len(rows) for _, rows in sorted(driver[0].items())] == [3, 3, 2]
+    assert driver[0] == executors[0]  # every column of every record, batch by batch
+    assert driver[0][0][0][:2] == (b"k0", b"a0") and driver[0][0][0][7] == [("h", b"v")]
+    assert driver[1] == executors[1]  # the offsets text Spark stored, byte for byte (compact JSON)
+    assert driver[1][0] == f'{{"{topic}":{{"0":2,"1":1}}}}'
+    # PySpark's driver-side reader reports no latest offset; the executors' reader reports the watermarks.
+    assert all(p["sources"][0]["latestOffset"] in (None, "null") for p in driver[2] if p["numInputRows"])
+    assert all(p["sources"][0]["latestOffset"] for p in executors[2] if p["numInputRows"])
+
+
+def test_a_planned_batch_is_read_again_exactly_and_modes_switch_on_one_checkpoint(
+    spark, kafka_bootstrap, topic, tmp_path
+):
+    checkpoint = tmp_path / "ckpt"
+    first, _ = run_batches(spark, source(spark, kafka_bootstrap, topic, "executors"), checkpoint)
+    assert sorted(first) == [0, 1, 2]
+    forget_commit(checkpoint, 2)
+    produce(kafka_bootstrap, topic, [(None, "a5")], partition=0)
+
+    # The driver has nothing of batch 2 in memory: a task reads it again through readBetweenOffsets.
+    again, _ = run_batches(spark, source(spark, kafka_bootstrap, topic, "driver"), checkpoint)
+    assert again[2] == first[2]
+    assert [r[1] for r in again[3]] == [b"a5"]  # read on the driver
+    assert sorted(again) == [2, 3]
+
+    forget_commit(checkpoint, 3)
+    produce(kafka_bootstrap, topic, [(None, "b3")], partition=1)
+    back, _ = run_batches(spark, source(spark, kafka_bootstrap, topic, "executors"), checkpoint)
+    assert back[3] == again[3]
+    assert [r[1] for r in back[4]] == [b"b3"]
+    lines = offsets_lines(checkpoint)
+    assert lines[4] == f'{{"{topic}":{{"0":6,"1":4}}}}'
+
+
+def test_data_loss_is_found_when_the_driver_plans(spark, kafka_bootstrap, tmp_path):
+    name = create_topic(kafka_bootstrap, unique("drv-loss"), 1)
+    produce(kafka_bootstrap, name, [(None, f"old{i}") for i in range(4)], partition=0)
+    strict, tolerant = tmp_path / "strict", tmp_path / "tolerant"
+    for checkpoint in (strict, tolerant):
+        batches, _ = run_batches(spark, source(spark, kafka_bootstrap, name, "driver"), checkpoint)
+        assert sum(len(rows) for rows in batches.values()) == 4
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_topics([name]).values():
+        future.result(30)
+    create_topic(kafka_bootstrap, name, 1)
+    produce(kafka_bootstrap, name, [(None, "new0"), (None, "new1")], partition=0)
+    with pytest.raises(Exception, match=f"data loss on {name}:0: the query needs offset 4 but Kafka holds \\[0, 2\\)"):
+        run_batches(spark, source(spark, kafka_bootstrap, name, "driver"), strict)
+    assert sorted(offsets_lines(strict)) == [0, 1], "the refused batch must not be planned"
+    batches, _ = run_batches(spark, source(spark, kafka_bootstrap, name, "driver", failOnDataLoss="false"), tolerant)
+    assert [r[1] for rows in batches.values() for r in rows] == [b"new0", b"new1"]
+
+
+def test_a_driver_read_without_a_bound_is_refused_before_any_batch(spark, kafka_bootstrap, topic, tmp_path):
+    with pytest.raises(Exception, match="readMode=driver reads every batch into the driver's memory"):
+        run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=topic, readMode="driver"),
+                          str(tmp_path / "ckpt"))
+    assert not (tmp_path / "ckpt" / "offsets" / "0").exists()
