@@ -200,13 +200,16 @@ def test_graceful_stop_restart_poison_pills_status_and_group_commits(kafka_boots
     assert group_offsets(kafka_bootstrap, group, topic) == wanted
 
 
-def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, tmp_path, pipelines):
+@pytest.mark.parametrize("read_mode", ["executors", "driver"])
+def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, tmp_path, pipelines, read_mode):
+    """The restart runs the batch the killed driver planned again (in driver mode: in a task, through
+    readBetweenOffsets, since the new driver never read it) and goes on."""
     topic = create_topic(kafka_bootstrap, unique("eo-kill"), PARTITIONS)
     group = unique("eo-group")
     produce(kafka_bootstrap, topic, events(0, 400))
     total = set(f"e{i}" for i in range(400))
 
-    run = Pipeline(tmp_path, kafka_bootstrap, topic, group, "--max-offsets-per-trigger", "10")
+    run = Pipeline(tmp_path, kafka_bootstrap, topic, group, "--max-offsets-per-trigger", "10", "--read-mode", read_mode)
     pipelines.append(run)
     run.wait_for(lambda: (run.status().get("last_batch_id") or -1) >= 3, "a few batches")
     run.kill()  # the whole process group: Python driver and its JVM, no shutdown hooks
@@ -215,7 +218,8 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     assert not is_alive(crashed, time.time() + 60, max_age_seconds=10), "a dead driver must look dead once stale"
     assert len(set(row["id"] for row in sink_rows(run.output))) < len(total), "killed too late to prove anything"
 
-    again = Pipeline(tmp_path, kafka_bootstrap, topic, group, "--max-offsets-per-trigger", "200")
+    again = Pipeline(tmp_path, kafka_bootstrap, topic, group, "--max-offsets-per-trigger", "200",
+                     "--read-mode", read_mode)
     pipelines.append(again)
     again.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
     again.request_stop()

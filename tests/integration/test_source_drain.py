@@ -23,7 +23,8 @@ def _wait(predicate, timeout: float = 60, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_stop_request_drains_without_new_batches(spark, kafka_bootstrap, tmp_path):
+@pytest.mark.parametrize("read_mode", ["executors", "driver"])
+def test_stop_request_drains_without_new_batches(spark, kafka_bootstrap, tmp_path, read_mode):
     name = create_topic(kafka_bootstrap, unique("drain"), 2)
     produce(kafka_bootstrap, name, [(None, f"a{i}") for i in range(3)], partition=0)
     control = tmp_path / "control"
@@ -35,6 +36,8 @@ def test_stop_request_drains_without_new_batches(spark, kafka_bootstrap, tmp_pat
         .option("subscribe", name)
         .option("startingOffsets", "earliest")
         .option("drainPath", str(control))
+        .option("readMode", read_mode)
+        .option("maxOffsetsPerTrigger", "100")
         .load()
         .writeStream.foreachBatch(lambda batch, _id: collected.extend(batch.collect()))
         .trigger(processingTime="300 milliseconds")
