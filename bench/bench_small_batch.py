@@ -2,18 +2,23 @@
 
 Streaming queries with a noop sink, each batch ROWS (300) rows over PARTITIONS (3) Spark
 partitions, run one after another in the same JVM:
-  - ``kafka_stream`` reading a preloaded topic of 3 partitions with maxOffsetsPerTrigger=ROWS;
+  - ``kafka_stream`` reading a preloaded topic of 3 partitions with maxOffsetsPerTrigger=ROWS and
+    readMode=driver, the mode for small batches (the driver reads a batch while it plans it);
+  - the same in the default readMode=executors (Python tasks read the batch);
   - Spark's ``rate-micro-batch`` source (rowsPerBatch=ROWS, numPartitions=PARTITIONS), projected to
     the source's columns: the engine's own floor for a batch of that size;
   - a trivial Python streaming data source (bench/memory_source.py) that yields the same rows from
     memory, one Arrow batch per task, in PARTITIONS tasks: the floor of Spark's Python data source
-    framework; and, for context on stderr, the same in one task (kafka_stream packs a small batch's
-    ranges into one task, see minRecordsPerTask).
+    framework's tasks; the same in one task (kafka_stream packs a small batch's ranges into one
+    task, see minRecordsPerTask); and the same made on the driver by a ``SimpleDataSourceStreamReader``,
+    the floor of the framework's driver-side reads.
 A warm-up round runs each query first (not measured). Then ROUNDS rounds, in an order that rotates
 each round, run each query for SKIP + BATCHES batches; the first SKIP batches of a query (its start)
 are not counted, and the round's figure is the median ``durationMs.triggerExecution`` of the rest.
 Prints ``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: the medians over rounds of
-kafka_stream's figure divided by the other two. Per-phase medians (latestOffset, queryPlanning,
+kafka_stream's figure (readMode=driver) divided by the rate source's and by the Python floor of the
+same kind of read (driver-side); and ``small_batch_executors_vs_rate`` and
+``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor. Per-phase medians (latestOffset, queryPlanning,
 addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
 
     .venv/bin/python bench/bench_small_batch.py
@@ -72,6 +77,16 @@ def kafka_frame(spark, bootstrap: str, topic: str, **extra: str):
     )
 
 
+def memory_frame(spark, partitions: int, on_driver: bool = False):
+    return (
+        spark.readStream.format("bench_memory")
+        .option("rowsPerBatch", ROWS)
+        .option("numPartitions", partitions)
+        .option("onDriver", str(on_driver).lower())
+        .load()
+    )
+
+
 def rate_frame(spark):
     from bench_source import kafka_shaped_rate
 
@@ -118,12 +133,12 @@ def main() -> None:
         spark = local_session("bench-small-batch", cores="*")
         spark.dataSource.register(MemorySource)
         frames = {
-            "kafka_stream": lambda: kafka_frame(spark, bootstrap, topic),
+            "kafka_stream": lambda: kafka_frame(spark, bootstrap, topic, readMode="driver"),
+            "kafka_stream_executors": lambda: kafka_frame(spark, bootstrap, topic),
             "rate": lambda: rate_frame(spark),
-            "python_floor": lambda: spark.readStream.format("bench_memory")
-            .option("rowsPerBatch", ROWS).option("numPartitions", PARTITIONS).load(),
-            "python_floor_one_task": lambda: spark.readStream.format("bench_memory")
-            .option("rowsPerBatch", ROWS).option("numPartitions", 1).load(),
+            "python_floor": lambda: memory_frame(spark, PARTITIONS),
+            "python_floor_one_task": lambda: memory_frame(spark, 1),
+            "python_driver_floor": lambda: memory_frame(spark, 1, on_driver=True),
         }
         for extra in filter(None, os.environ.get("BENCH_SMALL_EXTRA", "").split(";")):
             # Context on stderr, e.g. BENCH_SMALL_EXTRA="kafkaConsumer.cache=false;floor:numPartitions=1"
@@ -151,10 +166,13 @@ def main() -> None:
         for name in frames:
             detail = ", ".join(f"{phase} {median_ms(phases[name], phase):.0f}" for phase in PHASES)
             say("%s: median batch %.0f ms (%s)", name, statistics.median(figures[name]), detail)
-        source = statistics.median(figures["kafka_stream"])
-        print(f"small_batch_vs_rate: {source / statistics.median(figures['rate']):.2f}")
-        print(f"small_batch_vs_python_floor: {source / statistics.median(figures['python_floor']):.2f}")
-        say("kafka_stream / one-task Python floor: %.2f", source / statistics.median(figures["python_floor_one_task"]))
+        median = {name: statistics.median(values) for name, values in figures.items()}
+        print(f"small_batch_vs_rate: {median['kafka_stream'] / median['rate']:.2f}")
+        print(f"small_batch_vs_python_floor: {median['kafka_stream'] / median['python_driver_floor']:.2f}")
+        print(f"small_batch_executors_vs_rate: {median['kafka_stream_executors'] / median['rate']:.2f}")
+        print(f"small_batch_executors_vs_python_floor: {median['kafka_stream_executors'] / median['python_floor']:.2f}")
+        say("kafka_stream executors / one-task Python floor: %.2f",
+            median["kafka_stream_executors"] / median["python_floor_one_task"])
     finally:
         if spark is not None:
             spark.stop()
