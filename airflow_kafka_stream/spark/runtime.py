@@ -56,6 +56,7 @@ from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
+from airflow_kafka_stream.spark.lag_sampler import LagSampler
 from airflow_kafka_stream.spark.standby import Standby, rehearse
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
@@ -335,7 +336,10 @@ class StreamRuntime:
         self._last_offsets: PartitionOffsets | None = None
         self._dead_letters = 0
         #: [epoch, batch id, records waiting when it was planned] of the newest batches: the job page's lag plot.
+        #: Batches whose progress reports no latest offsets (readMode=driver) are sampled from Kafka instead,
+        #: at most once a heartbeat interval: then the records waiting after the batch.
         self._lag_samples: deque[list] = deque(maxlen=LAG_SAMPLES)
+        self.lag_sampler = LagSampler.for_kafka(config.client_config(), self._add_lag_sample, config.heartbeat_seconds)
         self._stop_requested_at: str | None = None
         self._stop_requested_by: str | None = None
         self._signalled = 0
@@ -734,9 +738,14 @@ class StreamRuntime:
             log.warning("batch %s has no Kafka offsets in its progress; nothing to commit", progress.batchId)
             return
         if progress.backlog is not None:
-            with self._lock:
-                self._lag_samples.append([round(time.time(), 1), progress.batchId, progress.backlog])
+            self._add_lag_sample(progress.batchId, progress.backlog)
+        else:
+            self.lag_sampler.submit(progress.batchId, offsets)
         self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
+
+    def _add_lag_sample(self, batch_id: int, records_waiting: int) -> None:
+        with self._lock:
+            self._lag_samples.append([round(time.time(), 1), batch_id, records_waiting])
 
     def _record_batch(self, batch_id: int, offsets: PartitionOffsets, records: int, counted: bool = True) -> None:
         with self._lock:
@@ -760,6 +769,7 @@ class StreamRuntime:
         if not self.committer.close(self.config.final_commit_timeout_seconds):
             log.warning("the final group commit of batch %s did not complete: %s", batch_id,
                         self.committer.last_error)
+        self.lag_sampler.close()
         failed = self._error is not None
         self._stopped_at = utc_now()
         self._state = st.FAILED if failed else st.STOPPED

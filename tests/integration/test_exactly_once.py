@@ -225,5 +225,9 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     again.request_stop()
     assert again.wait_exit() == 0, again.log_tail()
     assert_exactly_once(sink_rows(run.output), total)
+    # The job page's lag plot: from the progress, or (readMode=driver, whose progress has no latest
+    # offsets) from Kafka's watermarks after a batch.
+    samples = again.status()["lag_samples"]
+    assert samples and all(0 <= waiting <= len(total) for _at, _batch, waiting in samples), samples
     final = checkpoint_positions(run.home)
     assert group_offsets(kafka_bootstrap, group, topic) == final[max(final)]

@@ -136,3 +136,18 @@ def test_a_driver_read_without_a_bound_is_refused_before_any_batch(spark, kafka_
         run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=topic, readMode="driver"),
                           str(tmp_path / "ckpt"))
     assert not (tmp_path / "ckpt" / "offsets" / "0").exists()
+
+
+def test_a_query_with_a_driver_read_and_an_executor_read_source(spark, kafka_bootstrap, topic, tmp_path):
+    """Each source of a query is its own reader: one may read on the driver, the other in tasks."""
+    other = create_topic(kafka_bootstrap, unique("drv-other"), 1)
+    produce(kafka_bootstrap, other, [(None, f"c{i}") for i in range(4)], partition=0)
+    both = source(spark, kafka_bootstrap, topic, "driver").union(source(spark, kafka_bootstrap, other, "executors"))
+    checkpoint = tmp_path / "ckpt"
+    batches, _ = run_batches(spark, both, checkpoint)
+    values = sorted(r[1] for rows in batches.values() for r in rows)
+    assert values == sorted([f"a{i}".encode() for i in range(5)] + [f"b{i}".encode() for i in range(3)]
+                            + [f"c{i}".encode() for i in range(4)])
+    last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+    lines = (checkpoint / "offsets" / str(last)).read_text().splitlines()[2:]
+    assert lines == [f'{{"{topic}":{{"0":5,"1":3}}}}', f'{{"{other}":{{"0":4}}}}']
