@@ -82,3 +82,16 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
         return {tp.partition: tp.offset for tp in tps}
     finally:
         consumer.close()
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    for future in admin.delete_topics([name]).values():
+        future.result(30)
+
+
+def recreate_topic(bootstrap: str, name: str, values: list[str]) -> None:
+    """Delete the one-partition topic ``name`` and create it again holding ``values``: its offsets start over."""
+    delete_topic(bootstrap, name)
+    create_topic(bootstrap, name, 1)
+    produce(bootstrap, name, [(None, value) for value in values], partition=0)

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from tests.integration.test_source_reading import run_available_now, stream
-from tests.kafka_utils import create_topic, produce, unique
+from tests.kafka_utils import create_topic, produce, recreate_topic, unique
 
 pytestmark = pytest.mark.integration
 
@@ -119,11 +118,7 @@ def test_data_loss_is_found_when_the_driver_plans(spark, kafka_bootstrap, tmp_pa
     for checkpoint in (strict, tolerant):
         batches, _ = run_batches(spark, source(spark, kafka_bootstrap, name, "driver"), checkpoint)
         assert sum(len(rows) for rows in batches.values()) == 4
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for future in admin.delete_topics([name]).values():
-        future.result(30)
-    create_topic(kafka_bootstrap, name, 1)
-    produce(kafka_bootstrap, name, [(None, "new0"), (None, "new1")], partition=0)
+    recreate_topic(kafka_bootstrap, name, ["new0", "new1"])
     with pytest.raises(Exception, match=f"data loss on {name}:0: the query needs offset 4 but Kafka holds \\[0, 2\\)"):
         run_batches(spark, source(spark, kafka_bootstrap, name, "driver"), strict)
     assert sorted(offsets_lines(strict)) == [0, 1], "the refused batch must not be planned"

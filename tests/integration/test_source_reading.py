@@ -11,9 +11,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
-from tests.kafka_utils import create_topic, produce, unique
+from tests.kafka_utils import create_topic, delete_topic, produce, recreate_topic, unique
 
 pytestmark = pytest.mark.integration
 
@@ -276,11 +275,7 @@ def test_recreated_topic(spark, kafka_bootstrap, tmp_path):
             spark, stream(spark, kafka_bootstrap, subscribe=name, startingOffsets="earliest"), checkpoint
         )
         assert len(rows) == 4
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    for future in admin.delete_topics([name]).values():
-        future.result(30)
-    create_topic(kafka_bootstrap, name, 1)
-    produce(kafka_bootstrap, name, [(None, "new0"), (None, "new1")], partition=0)
+    recreate_topic(kafka_bootstrap, name, ["new0", "new1"])
     with pytest.raises(Exception, match=f"data loss on {name}:0: the query needs offset 4 but Kafka holds \\[0, 2\\)"):
         run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=name), strict)
     rows, _ = run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=name, failOnDataLoss="false"), tolerant)
@@ -373,9 +368,7 @@ def test_deleted_topic(spark, kafka_bootstrap, tmp_path):
             spark, stream(spark, kafka_bootstrap, subscribe=both, startingOffsets="earliest"), checkpoint
         )
         assert len(rows) == 2
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})  # must outlive its futures
-    for future in admin.delete_topics([doomed]).values():
-        future.result(30)
+    delete_topic(kafka_bootstrap, doomed)
     produce(kafka_bootstrap, kept, [(None, "k1")], partition=0)
     with pytest.raises(Exception, match=f"data loss on {doomed}:0: .*the partition no longer exists"):
         run_available_now(spark, stream(spark, kafka_bootstrap, subscribe=both), strict)
