@@ -146,3 +146,29 @@ def test_a_query_with_a_driver_read_and_an_executor_read_source(spark, kafka_boo
     last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     lines = (checkpoint / "offsets" / str(last)).read_text().splitlines()[2:]
     assert lines == [f'{{"{topic}":{{"0":5,"1":3}}}}', f'{{"{other}":{{"0":4}}}}']
+
+
+def test_the_driver_lets_go_of_each_batch_once_spark_commits_it(kafka_bootstrap, topic):
+    """PySpark's wrapper keeps every read batch until Spark commits one whose offsets it finds by their
+    JSON text: were the texts to differ, the driver would hold every batch it ever read."""
+    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from airflow_kafka_stream.spark.driver_reader import KafkaDriverReader
+    from airflow_kafka_stream.spark.offsets_text import OffsetsJson
+    from airflow_kafka_stream.spark.source_options import parse_source_options
+
+    options = parse_source_options({"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
+                                    "startingOffsets": "earliest", "maxOffsetsPerTrigger": "2", "readMode": "driver"})
+    wrapper = _SimpleStreamReaderWrapper(KafkaDriverReader(options))
+    start = OffsetsJson.loads(OffsetsJson.dumps(wrapper.initialOffset()))  # as the JVM hands it back
+    read = 0
+    for _ in range(4):
+        end = OffsetsJson.loads(OffsetsJson.dumps(wrapper.latestOffset(start, ReadAllAvailable())))
+        wrapper.partitions(start, end)
+        read += sum(batch.num_rows for batch in wrapper.getCache(start, end))
+        wrapper.commit(end)
+        assert len(wrapper.cache) == 1, "batches before the committed one must be let go"
+        start = end
+    assert read == 8
+    assert wrapper.latestOffset(start, ReadAllAvailable()) is start  # nothing new: Spark's own object back
