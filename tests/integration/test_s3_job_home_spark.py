@@ -105,13 +105,17 @@ def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
     def ends() -> dict:
         return {topic: {str(p): high for p, (_low, high) in watermarks(kafka_bootstrap, topic, 2).items()}}
 
-    first = S3Pipeline(tmp_path, url, options, kafka_bootstrap, topic, group)
-    try:
-        first.wait_for_offsets(ends())
-        assert first.stop() == 0, first.log_tail()
-    finally:
-        first.proc.kill()
-    status = first.status()
+    def run_to_the_end() -> S3Pipeline:
+        """A driver on the S3 home, until it has read everything, then stopped gracefully."""
+        pipeline = S3Pipeline(tmp_path, url, options, kafka_bootstrap, topic, group)
+        try:
+            pipeline.wait_for_offsets(ends())
+            assert pipeline.stop() == 0, pipeline.log_tail()
+        finally:
+            pipeline.proc.kill()
+        return pipeline
+
+    status = run_to_the_end().status()
     assert status["checkpoint"].startswith(url), status["checkpoint"]  # the fsspec name, as the control plane has it
     batch, offsets, in_flight = checkpoint_position(status["checkpoint"], options)  # what Spark wrote, read from S3
     assert {tp.topic: {} for tp in offsets} == {topic: {}} and not in_flight
@@ -123,12 +127,7 @@ def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
     assert verified.code == 0, verified.err
 
     produce(kafka_bootstrap, topic, events(40, 20))
-    second = S3Pipeline(tmp_path, url, options, kafka_bootstrap, topic, group)
-    try:
-        second.wait_for_offsets(ends())
-        assert second.stop() == 0, second.log_tail()
-    finally:
-        second.proc.kill()
+    run_to_the_end()
     assert_exactly_once(sink_rows(tmp_path / "out"), {f"e{i}" for i in range(60)})
     resumed, _, _ = checkpoint_position(status["checkpoint"], options)
     assert resumed > batch  # the same S3 checkpoint went on: no new generation, no replay from the start
