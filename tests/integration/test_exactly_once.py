@@ -37,14 +37,16 @@ def events(start: int, count: int) -> list[tuple[str, str]]:
 class Pipeline:
     """One run of the example pipeline as a separate driver process."""
 
-    def __init__(self, tmp: Path, bootstrap: str, topic: str, group: str, *extra: str):
+    def __init__(self, tmp: Path, bootstrap: str, topic: str, group: str, *extra: str,
+                 home_url: str | None = None, env: dict[str, str] | None = None):
         self.home, self.output = tmp / "home", tmp / "out"
         self.log_path = tmp / f"driver-{time.monotonic_ns()}.log"
-        args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(self.home),
+        args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", home_url or str(self.home),
                 "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--output", str(self.output),
                 "--heartbeat-seconds", "1", "--cores", "2", *extra]
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -63,9 +65,9 @@ class Pipeline:
             time.sleep(0.3)
         pytest.fail(f"timed out waiting for {what}; status {self.status()}\n{self.log_tail()}")
 
-    def wait_for_offsets(self, topic: str, ends: dict[int, int]):
+    def wait_for_offsets(self, topic: str, ends: dict[int, int], timeout: float = 120.0):
         wanted = {topic: {str(p): end for p, end in ends.items()}}
-        self.wait_for(lambda: self.status().get("last_offsets") == wanted, f"the job to reach {wanted}")
+        self.wait_for(lambda: self.status().get("last_offsets") == wanted, f"the job to reach {wanted}", timeout)
 
     def request_stop(self) -> None:
         (self.home / "control").mkdir(parents=True, exist_ok=True)

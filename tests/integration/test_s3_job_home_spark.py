@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -26,8 +23,15 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import read_status
 from tests.conftest import ROOT
 from tests.integration.cli_helpers import cli
-from tests.integration.test_exactly_once import assert_exactly_once, events, group_offsets, sink_rows
-from tests.kafka_utils import create_topic, produce, unique, watermarks
+from tests.integration.test_exactly_once import (
+    Pipeline,
+    assert_exactly_once,
+    end_offsets,
+    events,
+    group_offsets,
+    sink_rows,
+)
+from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
@@ -53,44 +57,21 @@ def connector_submit_args() -> str:
     return f"--jars {','.join(map(str, jars))} {conf} pyspark-shell"
 
 
-class S3Pipeline:
-    """The example pipeline as its own driver process, its job home in S3."""
+class S3Pipeline(Pipeline):
+    """The example pipeline as its own driver process, its job home in S3 (status and stop request there too)."""
 
     def __init__(self, tmp: Path, url: str, storage_options: dict, bootstrap: str, topic: str, group: str):
         self.url, self.storage_options = url, storage_options
-        self.log_path = tmp / f"driver-{time.monotonic_ns()}.log"
         env = {**os.environ, "PYSPARK_SUBMIT_ARGS": connector_submit_args(),
                STORAGE_OPTIONS_ENV: json.dumps(storage_options)}
-        args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", url,
-                "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--output", str(tmp / "out"),
-                "--heartbeat-seconds", "2", "--cores", "2", "--max-offsets-per-trigger", "15"]
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        super().__init__(tmp, bootstrap, topic, group, "--heartbeat-seconds", "2", "--max-offsets-per-trigger", "15",
+                         home_url=url, env=env)
 
     def status(self) -> dict:
         return read_status(self.url, self.storage_options) or {}
 
-    def wait_for_offsets(self, wanted: dict, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.status().get("last_offsets") == wanted:
-                return
-            if self.proc.poll() is not None:
-                pytest.fail(f"driver exited with {self.proc.returncode}:\n{self.log_tail()}")
-            time.sleep(0.5)
-        pytest.fail(f"timed out waiting for {wanted}; status {self.status()}\n{self.log_tail()}")
-
-    def stop(self) -> int:
+    def request_stop(self) -> None:
         JobHome(self.url, self.storage_options).request_stop(by="test")
-        try:
-            return self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            pytest.fail(f"driver did not stop:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
 
 
 def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
@@ -103,16 +84,17 @@ def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
     produce(kafka_bootstrap, topic, events(0, 40))
 
     def ends() -> dict:
-        return {topic: {str(p): high for p, (_low, high) in watermarks(kafka_bootstrap, topic, 2).items()}}
+        return {topic: {str(p): high for p, high in end_offsets(kafka_bootstrap, topic).items()}}
 
     def run_to_the_end() -> S3Pipeline:
         """A driver on the S3 home, until it has read everything, then stopped gracefully."""
         pipeline = S3Pipeline(tmp_path, url, options, kafka_bootstrap, topic, group)
         try:
-            pipeline.wait_for_offsets(ends())
-            assert pipeline.stop() == 0, pipeline.log_tail()
+            pipeline.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic), timeout=180)
+            pipeline.request_stop()
+            assert pipeline.wait_exit() == 0, pipeline.log_tail()
         finally:
-            pipeline.proc.kill()
+            pipeline.kill()
         return pipeline
 
     status = run_to_the_end().status()
