@@ -107,12 +107,12 @@ class KafkaStreamDataSource(DataSource):
         return source_schema(self.parsed.include_headers)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
-        # connector does (compact JSON), without changing the text of offsets Spark already holds.
-        offsets_text.install_in_runner()
         if self.parsed.read_mode == READ_ON_DRIVER:
             # PySpark's way of choosing the simple (driver-side) reader: it calls simpleStreamReader next.
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
+        # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
+        # connector does (compact JSON), without changing the text of offsets Spark already holds.
+        offsets_text.install_in_runner()
         return KafkaStreamReader(self.parsed)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
