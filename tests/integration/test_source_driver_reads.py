@@ -172,3 +172,31 @@ def test_the_driver_lets_go_of_each_batch_once_spark_commits_it(kafka_bootstrap,
         start = end
     assert read == 8
     assert wrapper.latestOffset(start, ReadAllAvailable()) is start  # nothing new: Spark's own object back
+
+
+def test_a_stateful_query_reading_on_the_driver_replays_into_its_state_exactly(spark, kafka_bootstrap, topic, tmp_path):
+    """A count per partition, kept in Spark's state store: a batch replayed after a restart (read in a
+    task) updates the state restored for it, so the counts stay exact."""
+    checkpoint = tmp_path / "ckpt"
+    counts: dict[int, int] = {}
+
+    def run() -> None:
+        frame = source(spark, kafka_bootstrap, topic, "driver").groupBy("partition").count()
+        query = (
+            frame.writeStream.outputMode("update")
+            .foreachBatch(lambda batch, _id: counts.update({r.partition: r["count"] for r in batch.collect()}))
+            .trigger(availableNow=True)
+            .option("checkpointLocation", str(checkpoint))
+            .start()
+        )
+        query.awaitTermination(120)
+        if query.exception() is not None:
+            raise query.exception()
+
+    run()
+    assert counts == {0: 5, 1: 3}
+    forget_commit(checkpoint, 2)
+    produce(kafka_bootstrap, topic, [(None, "a5")], partition=0)
+    counts.clear()
+    run()
+    assert counts == {0: 6, 1: 3}  # batch 2 (a4, b2) once more, then a5: no record counted twice
