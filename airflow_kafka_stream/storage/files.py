@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -177,13 +178,26 @@ def create_exclusive(fs: AbstractFileSystem, path: str, data: bytes | str) -> bo
     return True
 
 
+#: Reads of a file another process keeps replacing (a status beaten every second) that may start again.
+READ_ATTEMPTS = 3
+
+
 def read_json(fs: AbstractFileSystem, path: str) -> Any | None:
-    """Parsed JSON of a file, or None when it does not exist."""
-    try:
-        with fs.open(path, "rb") as src:
-            return json.loads(src.read())
-    except FileNotFoundError:
-        return None
+    """Parsed JSON of a file, or None when it does not exist.
+
+    An object store's file replaced between opening and reading it (s3fs: ``FileExpired``, errno EBUSY,
+    the object's ETag changed) is read again: the new version is as good as the old one.
+    """
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            with fs.open(path, "rb") as src:
+                return json.loads(src.read())
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == READ_ATTEMPTS - 1:
+                raise
+    return None
 
 
 def dump_json(value: Any) -> str:

@@ -56,3 +56,25 @@ def test_unusable_urls_are_refused_naming_the_supported_schemes(url, needle):
 def test_supported_urls_open(url):
     fs, path = url_to_fs(url)
     assert path and not path.endswith("/")
+
+
+def test_read_json_reads_again_a_file_replaced_while_it_was_opened():
+    """s3fs raises FileExpired (errno EBUSY) when the object changed between its HEAD and GET."""
+    import errno as errno_codes
+    import io
+
+    from airflow_kafka_stream.storage.files import read_json
+
+    class Replaced:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+
+        def open(self, path, mode):
+            if self.failures:
+                self.failures -= 1
+                raise OSError(errno_codes.EBUSY, "the remote file no longer exists")
+            return io.BytesIO(b'{"state": "RUNNING"}')
+
+    assert read_json(Replaced(2), "status.json") == {"state": "RUNNING"}
+    with pytest.raises(OSError):
+        read_json(Replaced(3), "status.json")  # still changing after three reads: the error stands
