@@ -32,6 +32,21 @@ def get_provider_info() -> dict:
         "sensors": [{"integration-name": integration, "python-modules": [
             f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync"]}],
         "triggers": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.triggers.job_state", f"{_PACKAGE}.triggers.health", f"{_PACKAGE}.triggers.group_sync"]}],
+            f"{_PACKAGE}.triggers.{name}" for name in ("job_state", "health", "group_sync", "standby")]}],
         "extra-links": [f"{_PACKAGE}.links.job_page.StreamJobPageLink"],
+        "config": {_PACKAGE: {"description": "Defaults of this provider's operators.", "options": {
+            "executor_environment": _option(
+                "The executors' Python environment on a cluster when an operator does not say: packed, the path "
+                "or URL of a packed archive, or python:/path/bin/python installed on every node (empty: Spark's "
+                "own setting).", "string", "packed", ""),
+            "defer_after_seconds": _option(
+                "Seconds a deferrable stop, submit or standby waits in its worker slot before it defers: most "
+                "drains and handovers end within them, without a defer and resume (0 defers after one look).",
+                "float", "10", "30"),
+        }}},
     }
+
+
+def _option(description: str, kind: str, example: str, default: str) -> dict:
+    return {"description": description, "version_added": "0.1.0", "type": kind, "example": example,
+            "default": default}

@@ -135,7 +135,10 @@ def airflow_stack(kafka_bootstrap, tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-stack")
     extra = {"AIRFLOW_CONN_KAFKA_DEFAULT": _json.dumps({"conn_type": "kafka", "extra": {
                  "bootstrap.servers": kafka_bootstrap, "sasl.username": "svc-stream", "sasl.password": STACK_SECRET}}),
-             "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"})}
+             "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"}),
+             # Every wait defers after one look, so the test sees each of them in the triggerer (by default a
+             # stop or a handover that ends within seconds ends in its slot, shown by tests/unit/test_waiting.py).
+             "AIRFLOW__AIRFLOW_KAFKA_STREAM__DEFER_AFTER_SECONDS": "0"}
     stack = start_airflow_stack(home, ROOT / "dags", extra_env=extra)
     try:
         yield stack

@@ -7,11 +7,12 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
 
 
 class StreamStandbyOperator(StreamSubmitOperator):
@@ -23,8 +24,9 @@ class StreamStandbyOperator(StreamSubmitOperator):
     cold). When the standby fails to come up or is not READY within ``ready_timeout_seconds``, it is ended
     and the task fails: the upgrade fails before any downtime, the old version keeps running untouched.
 
-    Waits in its worker slot (a standby comes up in about a driver start). XCom: the standby's handle
-    (token, version, pid, host, log).
+    Waits like the submit (``defer_after_seconds`` in its slot, then deferred when ``deferrable``): a standby
+    comes up in about a driver start, longer on a busy cluster. XCom: the standby's handle (token, version,
+    pid, host, log).
 
     :param enabled: whether to use a standby (a bool or a rendered template). Templated.
     :param ready_timeout_seconds: how long the standby may take to report READY.
@@ -41,7 +43,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_kafka_stream.ops.guard import job_is_running
-        from airflow_kafka_stream.ops.standby import launch_standby, wait_ready
+        from airflow_kafka_stream.ops.standby import launch_standby
 
         if not as_flag(self.enabled, "standby"):
             raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
@@ -54,10 +56,26 @@ class StreamStandbyOperator(StreamSubmitOperator):
                                 lambda log, env: self._launch(args, kafka, log, dict(env)), submission=submission)
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
-        ready = wait_ready(home, handle, self.ready_timeout_seconds, poll=min(self.poll_seconds, 1.0),
-                           secrets=secret_values(kafka))
-        self.log.info("standby of version %s is READY (warm-up %ss)", self.app_version, ready.get("warm_up_seconds"))
-        return handle.to_dict()
+        trigger = StreamStandbyReadyTrigger(job_home=self.job_home, standby=handle.to_dict(),
+                                            storage_conn_id=self.storage_conn_id,
+                                            poll_seconds=min(self.poll_seconds, 1.0),
+                                            timeout_seconds=self.ready_timeout_seconds)
+        return wait_then_defer(self, context, trigger, "ready_complete", {"standby": handle.to_dict()},
+                               defer_after(self.defer_after_seconds))
+
+    def ready_complete(self, context: Context, event: dict[str, Any], standby: dict[str, Any]) -> dict[str, Any]:
+        """The standby is READY: its handle to XCom. Else it is ended and the task fails before any downtime."""
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.ops.standby import StandbyHandle, give_up
+
+        if event.get("status") != "success":
+            why = event.get("message") or "no reason given"
+            if event.get("status") == "timeout":
+                why = f"the standby was not ready within {self.ready_timeout_seconds:.0f}s ({event.get('last_look')})"
+            home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+            raise give_up(home, StandbyHandle.of(standby), why, self._secrets())
+        self.log.info("standby of version %s is READY: %s", self.app_version, event.get("message"))
+        return standby
 
 
 class UpgradeStopOperator(StreamStopOperator):

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
@@ -23,7 +21,8 @@ FINAL = ["STOPPED", "FAILED"]
 
 
 class StreamStopOperator(BaseOperator):
-    """Ask the job to finish its running micro-batch and stop, wait (deferred), then take a savepoint.
+    """Ask the job to finish its running micro-batch and stop, wait (briefly here, then deferred), then take a
+    savepoint.
 
     A job that already ended (STOPPED, FAILED) is reported as it is: the stop is idempotent. When the job
     has not stopped within ``timeout_seconds``, ``on_timeout`` decides: ``withdraw`` (default) removes the
@@ -42,6 +41,9 @@ class StreamStopOperator(BaseOperator):
     :param poll_seconds: how often to read the job's status while waiting.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    :param defer_after_seconds: with ``deferrable``, how long to wait here before deferring: most drains end
+        within one batch, and a stop that ends here costs no defer and resume (default: ``[airflow_kafka_stream]
+        defer_after_seconds``, else 30; 0 defers after one look).
     :param pin_reason: keep the savepoint out of housekeeping, giving this reason (templated) (an upgrade pins the
         savepoint it may roll back to, and unpins it when done).
     """
@@ -54,9 +56,10 @@ class StreamStopOperator(BaseOperator):
                  timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
                  poll_seconds: float = 2.0, storage_conn_id: str | None = None,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-                 pin_reason: str | None = None, **kwargs: Any) -> None:
+                 pin_reason: str | None = None, defer_after_seconds: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pin_reason = pin_reason
+        self.defer_after_seconds = defer_after_seconds
         self.job_home = job_home
         self.savepoint = savepoint
         self.app_version = app_version
@@ -103,24 +106,11 @@ class StreamStopOperator(BaseOperator):
         return self._wait("drain", self.timeout_seconds, context)
 
     def _wait(self, phase: str, timeout: float, context: Context) -> dict[str, Any]:
-        if self.deferrable:
-            self.defer(
-                trigger=StreamJobStateTrigger(job_home=self.job_home, target_states=FINAL,
-                                              storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-                                              timeout_seconds=timeout),
-                method_name="execute_complete", kwargs={"phase": phase})
-        return self.execute_complete(context, self._wait_here(timeout), phase=phase)
-
-    def _wait_here(self, timeout: float) -> dict[str, Any]:
-        home, spec = self._home(), WatchSpec.of(FINAL)
-        deadline = time.monotonic() + timeout
-        while True:
-            status, now = home.status(), datetime.now(UTC)
-            verdict = judge(status, spec, now)
-            if verdict.done or time.monotonic() >= deadline:
-                outcome = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "timeout")
-                return {"status": outcome, "message": verdict.message, "job": summary(status, now)}
-            time.sleep(self.poll_seconds)
+        trigger = StreamJobStateTrigger(job_home=self.job_home, target_states=FINAL,
+                                        storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
+                                        timeout_seconds=timeout)
+        return wait_then_defer(self, context, trigger, "execute_complete", {"phase": phase},
+                               defer_after(self.defer_after_seconds))
 
     def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
         from airflow_kafka_stream.ops.stop import complete_stop, kill_unanswered, request_kill, withdraw_stop

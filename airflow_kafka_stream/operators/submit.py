@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
-from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger, driver_exited
+from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 #: How a submission ran that a restart of the same version repeats (recorded under submissions/).
 SUBMISSION_SETTINGS = ("executor_environment", "deploy_mode", "job_home_shared")
@@ -55,6 +53,9 @@ class StreamSubmitOperator(BaseOperator):
     :param timeout_seconds: how long to wait for those batches.
     :param poll_seconds: how often to read the job's status while waiting.
     :param deferrable: wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
+    :param defer_after_seconds: with ``deferrable``, how long to wait here before deferring (a standby's
+        handover is healthy within seconds; default: ``[airflow_kafka_stream] defer_after_seconds``, else 30;
+        0 defers after one look).
     :param from_submission: start ``app_version`` exactly as it was last submitted to this job home
         (application, arguments, Spark settings recorded under ``submissions/``): a rollback or a restart.
     :param executor_environment: the executors' Python environment on a cluster: ``packed`` (this environment
@@ -80,8 +81,10 @@ class StreamSubmitOperator(BaseOperator):
                  min_batches: int = 1, timeout_seconds: float = 600.0, poll_seconds: float = 5.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  from_submission: bool = False, executor_environment: str | None = None,
-                 deploy_mode: str | None = None, job_home_shared: bool = False, **kwargs: Any) -> None:
+                 deploy_mode: str | None = None, job_home_shared: bool = False,
+                 defer_after_seconds: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.defer_after_seconds = defer_after_seconds
         self.from_submission = from_submission
         self.executor_environment = executor_environment
         self.deploy_mode = deploy_mode
@@ -157,17 +160,12 @@ class StreamSubmitOperator(BaseOperator):
         context["ti"].xcom_push(key="submit", value=submitted)
         newer_than = submitted["submitted_at"] if submitted.get("action") != "already-running" else None
         pid, host = submitted.get("pid"), submitted.get("host")
-        if self.deferrable:
-            self.defer(
-                trigger=StreamJobStateTrigger(
-                    job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches,
-                    newer_than=newer_than, storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-                    timeout_seconds=self.timeout_seconds, driver_pid=pid, driver_host=host),
-                method_name="execute_complete",
-                kwargs={"submitted": submitted},
-            )
-        event = self._wait_here(home, newer_than, pid, host)
-        return self.execute_complete(context, event, submitted=submitted)
+        trigger = StreamJobStateTrigger(
+            job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches, newer_than=newer_than,
+            storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
+            timeout_seconds=self.timeout_seconds, driver_pid=pid, driver_host=host)
+        return wait_then_defer(self, context, trigger, "execute_complete", {"submitted": submitted},
+                               defer_after(self.defer_after_seconds))
 
     def _arguments(self, kafka: dict[str, Any]) -> list[str]:
         if self.application_args:
@@ -196,22 +194,6 @@ class StreamSubmitOperator(BaseOperator):
                              deploy_mode=self.deploy_mode, extra_env=extra_env)
 
     # -- waiting -------------------------------------------------------------------------------------------
-    def _wait_here(self, home, newer_than: str | None, pid: int | None, host: str | None) -> dict[str, Any]:
-        """The non-deferrable wait: the trigger's rules, in this worker slot."""
-        spec = WatchSpec.of(["RUNNING"], self.min_batches, datetime.fromisoformat(newer_than) if newer_than else None)
-        deadline = time.monotonic() + self.timeout_seconds
-        while True:
-            exited = driver_exited(pid, host)
-            status, now = home.status(), datetime.now(UTC)
-            verdict = judge(status, spec, now)
-            if exited and not verdict.done:
-                return {"status": "failed", "job": summary(status, now),
-                        "message": f"the driver process (pid {pid}) exited before the job reported RUNNING"}
-            if verdict.done or time.monotonic() >= deadline:
-                outcome = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "timeout")
-                return {"status": outcome, "message": verdict.message, "job": summary(status, now)}
-            time.sleep(self.poll_seconds)
-
     def execute_complete(self, context: Context, event: dict[str, Any], submitted: dict[str, Any] | None = None
                          ) -> dict[str, Any]:
         submitted = submitted or {}

@@ -172,6 +172,7 @@ def stream_upgrade_task_group(
     health_timeout_seconds: float | str = 900.0,
     poll_seconds: float = 5.0,
     deferrable: bool = True,
+    defer_after_seconds: float | None = None,
     standby: bool | str = True,
     standby_ready_timeout_seconds: float = 600.0,
     takeover_stopped: bool | str = False,
@@ -186,10 +187,14 @@ def stream_upgrade_task_group(
     ``job_home_shared`` are the new version's cluster settings (see StreamSubmitOperator); a rollback starts
     the previous version with its own recorded ones.
 
+    With ``deferrable``, the stop, the standby and the starts wait ``defer_after_seconds`` in their slot before
+    they defer (see StreamStopOperator); the health gate, which watches a window, defers at once.
+
     ``standby``, ``drop_state`` and ``rollback`` may be templates (e.g. ``"{{ params.drop_state }}"``): the tasks they
     switch are then always in the group and skip themselves when off.
     """
     common = {"job_home": job_home, "storage_conn_id": storage_conn_id}
+    waits = {"deferrable": deferrable, "defer_after_seconds": defer_after_seconds}
     with TaskGroup(group_id=group_id, tooltip=f"upgrade {job_home} to version {new_version}") as tasks:
         version = {"app_version": new_version, "application": application, "application_args": application_args,
                    "topics": topics, "group": group, "output_path": output_path, "spark_conn_id": spark_conn_id,
@@ -200,19 +205,19 @@ def stream_upgrade_task_group(
         # the job every second: each second between the old version's end and the go is downtime.
         stop = UpgradeStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
                                    poll_seconds=min(poll_seconds, 1.0) if standby is not False else poll_seconds,
-                                   deferrable=deferrable, pin_reason=f"upgrade to version {new_version} may roll "
+                                   **waits, pin_reason=f"upgrade to version {new_version} may roll "
                                    "back to it", trigger_rule=TriggerRule.NONE_FAILED,
                                    standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
                                    restore_first=drop_state, **common)
         if standby is not False:
             StreamStandbyOperator(task_id=STANDBY, enabled=standby, ready_timeout_seconds=standby_ready_timeout_seconds,
-                                  **version, **common) >> stop
+                                  **waits, **version, **common) >> stop
         savepoint = f"{{{{ ti.xcom_pull(task_ids='{group_id}.{STOP}')['savepoint']['id'] }}}}"
         submit = UpgradeSubmitOperator(
             task_id=SUBMIT, standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
             stop_task_id=f"{group_id}.{STOP}", takeover_stopped=takeover_stopped, min_batches=0,
-            timeout_seconds=start_timeout_seconds, deferrable=deferrable, trigger_rule=TriggerRule.NONE_FAILED,
-            **version, **common)
+            timeout_seconds=start_timeout_seconds, trigger_rule=TriggerRule.NONE_FAILED, **waits, **version,
+            **common)
         if drop_state is False:
             stop >> submit
         else:
@@ -231,7 +236,7 @@ def stream_upgrade_task_group(
             stop_new = RollbackStopOperator(
                 task_id=ROLLBACK_STOP, stop_task_id=f"{group_id}.{STOP}", enabled=rollback, savepoint=False,
                 on_timeout="kill",
-                timeout_seconds=stop_timeout_seconds, poll_seconds=poll_seconds, deferrable=deferrable,
+                timeout_seconds=stop_timeout_seconds, poll_seconds=poll_seconds, **waits,
                 trigger_rule=TriggerRule.ONE_FAILED, **common)
             restore_previous = StreamRestoreOperator(task_id=ROLLBACK_RESTORE, savepoint_id=savepoint,
                                                      allow_sink_batch_log=allow_sink_batch_log, **common)
@@ -239,6 +244,6 @@ def stream_upgrade_task_group(
                 task_id=ROLLBACK_SUBMIT, from_submission=True,
                 app_version=f"{{{{ ti.xcom_pull(task_ids='{group_id}.{STOP}')['app_version'] }}}}",
                 spark_conn_id=spark_conn_id, kafka_conn_id=kafka_conn_id, min_batches=1,
-                timeout_seconds=start_timeout_seconds, poll_seconds=poll_seconds, deferrable=deferrable, **common)
+                timeout_seconds=start_timeout_seconds, poll_seconds=poll_seconds, **waits, **common)
             [submit, health] >> stop_new >> restore_previous >> submit_previous >> outcome
     return tasks

@@ -97,25 +97,39 @@ def launch_standby(home: JobHome, app_version: str, launch: Launch, *, by: str |
         return handle
 
 
+def look_ready(home: JobHome, handle: StandbyHandle, now: datetime | None = None
+               ) -> tuple[rules.ReadyVerdict, dict[str, Any]]:
+    """One look at the standby: still coming up, READY, or failed (and why); and its record as read."""
+    record = home.read_control(STANDBY_RECORD)
+    alive = process_alive(handle.pid, handle.host)
+    return rules.judge_ready(record, handle.token, alive, now or datetime.now(UTC)), record or {}
+
+
 def wait_ready(home: JobHome, handle: StandbyHandle, timeout: float, poll: float = 0.5,
                secrets: list[str] | None = None, by: str | None = None) -> dict[str, Any]:
     """The standby's READY record; else it is ended and JobStateError says why (the old version runs on)."""
     deadline = time.monotonic() + timeout
     while True:
-        record = home.read_control(STANDBY_RECORD)
-        verdict = rules.judge_ready(record, handle.token, process_alive(handle.pid, handle.host), datetime.now(UTC))
+        verdict, record = look_ready(home, handle)
         if verdict.outcome is rules.Readiness.READY:
-            return record or {}
+            return record
         if verdict.outcome is rules.Readiness.FAILED or time.monotonic() >= deadline:
             why = verdict.message if verdict.outcome is rules.Readiness.FAILED else (
                 f"the standby was not ready within {timeout:.0f}s ({verdict.message})")
-            end_standby(home, handle, why, by=by)
-            tail = log_tail(handle.driver_log, secrets)
-            raise JobStateError(
-                f"upgrade of {home.url} to version {handle.app_version} failed before any downtime: {why}. The "
-                "standby was ended; the old version keeps running untouched (nothing was stopped, no savepoint "
-                "taken)" + (f"\n--- end of the standby's log {handle.driver_log} ---\n{tail}" if tail else ""))
+            raise give_up(home, handle, why, secrets, by=by)
         time.sleep(poll)
+
+
+def give_up(home: JobHome, handle: StandbyHandle, why: str, secrets: list[str] | None = None,
+            by: str | None = None) -> JobStateError:
+    """End a standby that did not come up and return the error that says so (to raise): the upgrade failed
+    before any downtime, with the end of the standby's log."""
+    end_standby(home, handle, why, by=by)
+    tail = log_tail(handle.driver_log, secrets)
+    return JobStateError(
+        f"upgrade of {home.url} to version {handle.app_version} failed before any downtime: {why}. The "
+        "standby was ended; the old version keeps running untouched (nothing was stopped, no savepoint "
+        "taken)" + (f"\n--- end of the standby's log {handle.driver_log} ---\n{tail}" if tail else ""))
 
 
 def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | None = None,

@@ -9,8 +9,6 @@ restarted triggerer simply starts polling again.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
 class StreamJobStateTrigger(BaseTrigger):
@@ -78,46 +77,32 @@ class StreamJobStateTrigger(BaseTrigger):
 
         return StreamJobHook(self.job_home, None, self.storage_conn_id).status()
 
+    def poll(self) -> dict[str, Any]:
+        """One look at the job (blocking: it reads storage): an event whose status is ``waiting`` until the
+        wait is over, then ``success`` or ``failed``. An operator that waits in its slot first calls this too."""
+        status = self._read_status()
+        now = datetime.now(UTC)
+        verdict = judge(status, self.spec(), now)
+        if not verdict.done and driver_exited(self.driver_pid, self.driver_host):
+            status = self._read_status()  # it may have reported just before exiting
+            verdict = judge(status, self.spec(), now)
+            if not verdict.done:
+                return {"status": "failed", "job": summary(status, now), "message": (
+                    f"the driver process (pid {self.driver_pid}) exited before the job reported "
+                    f"{'/'.join(self.target_states)}: {verdict.message}")}
+        state = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "waiting")
+        return {"status": state, "message": verdict.message, "job": summary(status, now)}
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            spec = self.spec()
+            self.spec()
         except ValueError as exc:
             yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
             return
-        deadline = time.monotonic() + self.timeout_seconds
         self.log.info("waiting up to %.0fs for job %s to reach %s", self.timeout_seconds, self.job_home,
                       "/".join(self.target_states))
-        while True:
-            try:
-                status = await asyncio.to_thread(self._read_status)
-            except Exception as exc:  # noqa: BLE001 - a storage error ends the wait with its message
-                yield TriggerEvent({"status": "error", "message": f"cannot read the job's status: {exc}",
-                                    "job": {"state": None}})
-                return
-            now = datetime.now(UTC)
-            verdict = judge(status, spec, now)
-            if not verdict.done and driver_exited(self.driver_pid, self.driver_host):
-                status = await asyncio.to_thread(self._read_status)  # it may have reported just before exiting
-                verdict = judge(status, spec, now)
-                if not verdict.done:
-                    yield TriggerEvent({"status": "failed", "job": summary(status, now), "message": (
-                        f"the driver process (pid {self.driver_pid}) exited before the job reported "
-                        f"{'/'.join(self.target_states)}: {verdict.message}")})
-                    return
-            if verdict.done:
-                state = "success" if verdict.outcome is Outcome.SUCCESS else "failed"
-                yield TriggerEvent({"status": state, "message": verdict.message, "job": summary(status, now)})
-                return
-            if time.monotonic() >= deadline:
-                yield TriggerEvent({
-                    "status": "timeout",
-                    "message": f"gave up after {self.timeout_seconds:.0f}s: {verdict.message}",
-                    "job": summary(status, now),
-                })
-                return
-            self.log.info("job %s: %s", self.job_home, verdict.message)
-            await asyncio.sleep(self.poll_seconds)
-
+        async for event in poll_until_done(self, self.log.info, f"job {self.job_home}", "the job's status"):
+            yield event
 
 def driver_exited(pid: int | None, host: str | None) -> bool:
     """Whether a driver launched on this host has exited (False when it cannot be told from here)."""

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 PARTITIONS = 2
 ARTIFACTS = ROOT / "tests" / "artifacts"
 #: Tasks of the upgrade that wait (for a drain, a start, a health window) and so must defer.
-WAITING_TASKS = ("upgrade.stop_with_savepoint", "upgrade.submit_new_version", "upgrade.health_gate")
+WAITING_TASKS = ("upgrade.start_standby", "upgrade.stop_with_savepoint", "upgrade.submit_new_version", "upgrade.health_gate")
 
 
 def run_and_watch(stack, dag_id: str, conf: dict, token: str, timeout: float = 600.0) -> dict:

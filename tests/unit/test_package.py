@@ -75,3 +75,17 @@ def test_ops_and_spark_do_not_import_each_other_both_ways():
         tree = ast.parse(path.read_text())
         names = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
         assert not [n for n in names if n.startswith("airflow_kafka_stream.spark")], path.name
+
+
+def test_provider_info_follows_airflows_schema_and_declares_its_settings():
+    """Airflow validates provider info against its schema; the settings the operators read have declared defaults."""
+    import json
+
+    import airflow
+    import jsonschema
+    from airflow.configuration import conf
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(airflow_kafka_stream.get_provider_info(), schema)
+    assert conf.get("airflow_kafka_stream", "defer_after_seconds") == "30"
+    assert conf.get("airflow_kafka_stream", "executor_environment") == ""
