@@ -22,8 +22,10 @@ installed at that path on every node.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -148,14 +150,32 @@ def _driver_workdir(plan: SubmitPlan) -> str | None:
     """A client-mode driver's working directory, where ``./environment`` is the driver's own environment.
 
     Spark starts the Python workers that plan a Python data source on the driver with the executors'
-    interpreter setting (``./environment/bin/python``), relative to the driver's working directory.
+    interpreter setting (``./environment/bin/python``), relative to the driver's working directory. One
+    folder per environment, made once and shared by every driver that runs on it: a folder per launch would
+    be left behind by every driver, since none can remove the directory it runs in.
     """
     if not plan.environment_archive:
         return None
     python = plan.hook_kwargs["conf"].get("spark.pyspark.driver.python", sys.executable)
-    folder = tempfile.mkdtemp(prefix="aks-driver-")
-    os.symlink(str(Path(python).parent.parent), os.path.join(folder, ARCHIVE_ALIAS))
-    return folder
+    environment = str(Path(python).parent.parent)
+    digest = hashlib.sha256(environment.encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"aks-driver-{os.getuid()}-{digest}")
+    link = os.path.join(folder, ARCHIVE_ALIAS)
+    for _attempt in range(3):
+        if os.path.islink(link) and os.readlink(link) == environment:
+            return folder
+        staging = tempfile.mkdtemp(prefix="aks-driver-new-")  # complete before it takes the shared name
+        os.symlink(environment, os.path.join(staging, ARCHIVE_ALIAS))
+        try:
+            os.rename(staging, folder)
+        except OSError:  # another launch made it first, or a damaged one is in the way: look again
+            shutil.rmtree(staging, ignore_errors=True)
+            if not os.path.islink(link) or os.readlink(link) != environment:
+                shutil.rmtree(folder, ignore_errors=True)
+    if os.path.islink(link) and os.readlink(link) == environment:
+        return folder
+    raise JobStateError(f"cannot make the driver's working directory {folder} (a link {ARCHIVE_ALIAS} -> "
+                        f"{environment}); remove {folder} and submit again")
 
 
 def _submit_to_cluster(hook_class, spark_conn_id: str, plan: SubmitPlan, application: str,

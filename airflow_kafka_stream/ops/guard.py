@@ -25,14 +25,14 @@ UNPROVEN_GROUP_STATES = {"Unknown"}
 
 def job_is_running(home: JobHome, now: datetime | None = None,
                    max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
-    """Whether the job's status heartbeat says it runs, and the status read."""
-    from airflow_kafka_stream.storage.status import is_alive, max_heartbeat_age
+    """Whether the job runs (a fresh heartbeat, and a driver not known to be gone), and the status read."""
+    from airflow_kafka_stream.storage.status import is_running, max_heartbeat_age
 
     status = home.status()
     if status is None:
         return False, None
     # A job configured with a slow heartbeat must not look dead between two beats.
-    return is_alive(status, now or utc_now(), max_heartbeat_age(status, max_age)), status
+    return is_running(status, now or utc_now(), max_heartbeat_age(status, max_age)), status
 
 
 def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, group: str | None = None,

@@ -61,7 +61,7 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
     status = home.status() or {}
     spec = home.spec()
     age = st.heartbeat_age(status, now) if status else None
-    alive = st.is_alive(status, now, st.max_heartbeat_age(status, 30.0)) if status else False
+    alive = st.is_running(status, now, st.max_heartbeat_age(status, 30.0)) if status else False
     state = status.get("state") or "NOT STARTED"
     if state in st.ACTIVE_STATES and not alive:
         state = f"{state} (no heartbeat: driver gone?)"

@@ -323,6 +323,7 @@ class StreamRuntime:
         config.validate()
         self.spark = spark
         self.config = config
+        self._jvm_pid = _jvm_pid(spark)
         self.home = JobHome(home_url, config.storage_options)
         self._lock = threading.Lock()
         self._state = st.STARTING
@@ -882,6 +883,7 @@ class StreamRuntime:
                 "heartbeat_interval_seconds": self.config.heartbeat_seconds,
                 "clock_skew_seconds": self.config.clock_skew_seconds,
                 "pid": os.getpid(),
+                "jvm_pid": self._jvm_pid,
                 "host": socket.gethostname(),
                 "started_at": self._started_at.isoformat(),
                 "stopped_at": self._stopped_at.isoformat() if self._stopped_at else None,
@@ -896,6 +898,14 @@ class StreamRuntime:
 
     def _write_status(self) -> None:
         st.write_status(self.home.url, self.status(), self.config.storage_options)
+
+
+def _jvm_pid(spark) -> int | None:
+    """The pid of the driver's JVM (the process that writes the checkpoint), when Spark runs one here."""
+    try:
+        return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no JVM of their own
+        return None
 
 
 def _application_id(spark) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
+from typing import Any
 
 
 def process_alive(pid: object, host: object) -> bool | None:
@@ -24,3 +26,17 @@ def process_alive(pid: object, host: object) -> bool | None:
             return not stat.read().split(") ", 1)[1].startswith("Z")
     except (OSError, IndexError):
         return True
+
+
+def driver_gone(status: Mapping[str, Any] | None) -> bool:
+    """Whether a status's driver is known to be gone: its Python process (``pid``) and the JVM it drives
+    (``jvm_pid``) both ran on this host and neither is alive.
+
+    Both, because the JVM outlives its Python child for a moment and can still commit a batch then. A status
+    without ``jvm_pid`` (an older runtime), or from another host, cannot be answered here: False, so the
+    heartbeat alone decides.
+    """
+    if not status or status.get("jvm_pid") is None:
+        return False
+    host = status.get("host")
+    return process_alive(status.get("pid"), host) is False and process_alive(status.get("jvm_pid"), host) is False

@@ -9,6 +9,9 @@ States: STARTING -> RUNNING <-> DRAINING -> STOPPED, or FAILED from any of them
 (DRAINING returns to RUNNING when the stop request is withdrawn).
 A job counts as running while its state is STARTING, RUNNING or DRAINING *and*
 its heartbeat is fresh; a stale heartbeat means the driver died without saying so.
+Where the driver ran on the reader's host, a driver whose Python process and
+JVM are both gone is not running either, however fresh its last heartbeat
+(:func:`is_running`): an operation after a ``kill -9`` need not wait it out.
 """
 
 from __future__ import annotations
@@ -85,3 +88,10 @@ def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_se
         return False
     age = heartbeat_age(status, now)
     return age is not None and age <= max_age_seconds
+
+
+def is_running(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
+    """:func:`is_alive`, unless the driver ran on this host and its processes are gone (``driver_gone``)."""
+    from airflow_kafka_stream.storage.processes import driver_gone
+
+    return is_alive(status, now, max_age_seconds) and not driver_gone(status)

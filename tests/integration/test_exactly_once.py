@@ -19,6 +19,8 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
+from airflow_kafka_stream.ops.guard import job_is_running
+from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import is_alive, read_status
 from tests.conftest import ROOT
 from tests.kafka_utils import committed, create_topic, produce, unique, watermarks
@@ -217,6 +219,11 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     run.kill()  # the whole process group: Python driver and its JVM, no shutdown hooks
     crashed = run.status()
     assert crashed["state"] in ("RUNNING", "STARTING")
+    # Its heartbeat is still fresh, but both of its processes are gone on this host: an operation need not wait
+    # the heartbeat out (the driver recorded its JVM's pid beside its own).
+    assert crashed["jvm_pid"] not in (None, crashed["pid"])
+    assert is_alive(crashed, time.time(), max_age_seconds=30)
+    assert job_is_running(JobHome(str(run.home))) == (False, crashed)
     assert not is_alive(crashed, time.time() + 60, max_age_seconds=10), "a dead driver must look dead once stale"
     assert len(set(row["id"] for row in sink_rows(run.output))) < len(total), "killed too late to prove anything"
 

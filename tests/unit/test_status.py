@@ -71,3 +71,34 @@ def test_the_guard_allows_the_declared_clock_skew(status, alive):
     from airflow_kafka_stream.storage.status import max_heartbeat_age
 
     assert is_alive(status, NOW, max_heartbeat_age(status, 10)) is alive
+
+
+def test_a_driver_is_gone_only_when_its_python_process_and_its_jvm_are_both_gone_on_this_host():
+    """Real processes of this host: a JVM outlives its Python driver for a moment and may still commit a batch."""
+    import socket
+    import subprocess
+
+    from airflow_kafka_stream.storage.processes import driver_gone
+    from airflow_kafka_stream.storage.status import is_running
+
+    here = socket.gethostname()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    living = subprocess.Popen(["sleep", "30"])
+    try:
+        fresh = beat("RUNNING", age=1, host=here)
+        cases = [
+            ({**fresh, "pid": gone.pid, "jvm_pid": gone.pid}, True, "1-both-gone"),
+            ({**fresh, "pid": gone.pid, "jvm_pid": living.pid}, False, "2-jvm-still-alive-may-still-commit"),
+            ({**fresh, "pid": living.pid, "jvm_pid": gone.pid}, False, "3-python-alive"),
+            ({**fresh, "pid": gone.pid}, False, "4-no-jvm-pid-an-older-runtime-the-heartbeat-decides"),
+            ({**fresh, "pid": gone.pid, "jvm_pid": gone.pid, "host": "elsewhere"}, False, "5-pids-of-another-host"),
+            (None, False, "6-no-status"),
+        ]
+        for status, expected, why in cases:
+            assert driver_gone(status) is expected, why
+            if status is not None:
+                assert is_running(status, NOW, 10) is (not expected), why
+    finally:
+        living.kill()
+        living.wait()

@@ -109,3 +109,23 @@ def test_a_failed_cluster_submission_leaves_no_secrets_file(monkeypatch, tmp_pat
                       log_path=str(tmp_path / "driver.log"), name="stream-a", storage_options=STORAGE,
                       job_home="s3://bucket/jobs/a")
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "aks-submit-*"))) == before
+
+
+def test_client_mode_drivers_on_one_environment_share_one_working_directory(monkeypatch, tmp_path):
+    """./environment must resolve in the driver's working directory; one folder per environment, not per launch
+    (a driver cannot remove the directory it runs in, so per-launch folders piled up in /tmp)."""
+    from airflow_kafka_stream.hooks.spark_driver import _driver_workdir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"archive")
+    planned = plan("spark://127.0.0.1:7077", None, str(archive), home=str(tmp_path / "home"))
+    first = _driver_workdir(planned)
+    assert _driver_workdir(planned) == first
+    assert os.readlink(os.path.join(first, "environment")) == "/opt/airflow/venv"
+    # A damaged folder (its link points at another environment) is replaced, not used.
+    os.unlink(os.path.join(first, "environment"))
+    os.symlink("/elsewhere", os.path.join(first, "environment"))
+    assert _driver_workdir(planned) == first
+    assert os.readlink(os.path.join(first, "environment")) == "/opt/airflow/venv"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("aks-driver")) == [os.path.basename(first)]
