@@ -56,6 +56,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
                                 lambda log, env: self._launch(args, kafka, log, dict(env)), submission=submission)
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
+        context["ti"].xcom_push(key="standby", value=handle.to_dict())
         trigger = StreamStandbyReadyTrigger(job_home=self.job_home, standby=handle.to_dict(),
                                             storage_conn_id=self.storage_conn_id,
                                             poll_seconds=min(self.poll_seconds, 1.0),
@@ -63,11 +64,14 @@ class StreamStandbyOperator(StreamSubmitOperator):
         return wait_then_defer(self, context, trigger, "ready_complete", {"standby": handle.to_dict()},
                                defer_after(self.defer_after_seconds))
 
-    def ready_complete(self, context: Context, event: dict[str, Any], standby: dict[str, Any]) -> dict[str, Any]:
+    def ready_complete(self, context: Context, event: dict[str, Any], standby: dict[str, Any] | None = None
+                       ) -> dict[str, Any]:
         """The standby is READY: its handle to XCom. Else it is ended and the task fails before any downtime."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
         from airflow_kafka_stream.ops.standby import StandbyHandle, give_up
 
+        # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
+        standby = standby or context["ti"].xcom_pull(task_ids=self.task_id, key="standby")
         if event.get("status") != "success":
             why = event.get("message") or "no reason given"
             if event.get("status") == "timeout":

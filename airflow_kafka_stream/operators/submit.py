@@ -196,7 +196,8 @@ class StreamSubmitOperator(BaseOperator):
     # -- waiting -------------------------------------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any], submitted: dict[str, Any] | None = None
                          ) -> dict[str, Any]:
-        submitted = submitted or {}
+        # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
+        submitted = submitted or context["ti"].xcom_pull(task_ids=self.task_id, key="submit") or {}
         if event.get("status") != "success":
             tail = log_tail(submitted.get("driver_log"), self._secrets())
             raise JobStateError(
