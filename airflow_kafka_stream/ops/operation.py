@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,
                        lock: bool = True, existing_home: bool = True,
                        lock_wait_seconds: float = 0.0) -> Iterator[dict[str, Any]]:
-    """Hold the job lock while the body runs and append what happened to history.jsonl.
+    """Hold the job lock while the body runs and append what happened to the job's history.
 
     With ``existing_home`` (all but a job's first start) a directory that is not a
     job home is refused first, before a lock or a history file could create it: a
@@ -62,6 +62,8 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
             record["seconds"] = round(time.monotonic() - started, 3)
             try:
                 home.append_history(record)
+                if lock:
+                    home.compact_history()
             except Exception:  # noqa: BLE001 - never hide the operation's own outcome
                 log.exception("could not append to the history of %s", home.url)
 

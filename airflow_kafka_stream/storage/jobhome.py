@@ -10,7 +10,8 @@ Layout (any fsspec URL)::
     <home>/checkpoints/<NNNN>/     checkpoint generations; the current one is the highest with a record
     <home>/generations/<NNNN>.json how each generation started
     <home>/savepoints/<id>/        immutable savepoints
-    <home>/history.jsonl           append-only record of every operation
+    <home>/history.jsonl           append-only record of every operation (object stores: with history/,
+                                   one object a record until the lock holder folds them in)
     <home>/lock                    held by the control-plane operation in progress
     <home>/control/broken-locks/   tokens of locks broken by ``unlock`` (their holders must not release)
 """
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.storage import history as history_log
 from airflow_kafka_stream.storage.files import (
     check_url,
     create_exclusive,
@@ -246,24 +248,16 @@ class JobHome:
 
     # -- history ---------------------------------------------------------------------------------
     def append_history(self, record: dict[str, Any]) -> None:
-        """Append one JSON line. Local files append; object stores rewrite under the job lock."""
-        line = json.dumps(record, sort_keys=True, default=str) + "\n"
-        path = self.p("history.jsonl")
-        if is_local(self.fs):
-            self.fs.makedirs(self.path, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as out:
-                out.write(line)
-                out.flush()
-                os.fsync(out.fileno())
-        else:
-            old = self.fs.cat_file(path) if self.fs.exists(path) else b""
-            self.fs.pipe_file(path, old + line.encode())
+        """Add one record; never loses another writer's (see storage/history.py)."""
+        history_log.append(self.fs, self.path, record)
 
     def history(self) -> list[dict[str, Any]]:
-        path = self.p("history.jsonl")
-        if not self.fs.exists(path):
-            return []
-        return [json.loads(line) for line in self.fs.cat_file(path).decode().splitlines() if line.strip()]
+        """Every operation record, oldest first."""
+        return history_log.read(self.fs, self.path)
+
+    def compact_history(self) -> int:
+        """Fold an object store's record objects into history.jsonl; only the job lock's holder may."""
+        return history_log.compact(self.fs, self.path)
 
     # -- lock ------------------------------------------------------------------------------------
     def read_lock(self) -> dict[str, Any] | None:
