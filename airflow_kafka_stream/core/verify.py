@@ -11,6 +11,13 @@ checkpoint. A partition listed in the checkpoint but no longer in the topic
 PARTITION_GONE, the most severe status: a restart fails or silently skips it.
 STALLED needs the time of the last committed batch; without one (job not
 running, no status file) it is not evaluated.
+
+A running job moves on while it is looked at, and its group offsets follow its
+checkpoint by design (a batch's offsets are committed to the group after
+Spark commits the batch). Read in the order checkpoint, group, checkpoint
+again, a healthy job always has ``checkpoint <= group <= checkpoint_later``
+but for a group commit still on its way: the group counts as ahead only past
+the later read (``checkpoint_later``), as behind only below the first.
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ class PartitionObservation:
     group_offset: int | None
     low: int | None
     high: int | None
+    #: The checkpoint offset read again after the group's (None: not read again, the job does not run).
+    checkpoint_later: int | None = None
 
     @property
     def in_topic(self) -> bool:
@@ -132,10 +141,12 @@ def group_behind(p: PartitionObservation, _clock: Clock) -> str | None:
 
 # 6. A group offset ahead of the checkpoint means another consumer uses the group, or a reset only moved the group.
 def group_ahead(p: PartitionObservation, _clock: Clock) -> str | None:
-    if p.checkpoint_offset is not None and p.group_offset is not None and p.group_offset > p.checkpoint_offset:
+    # A batch the job committed between the two checkpoint reads may already be in the group: not ahead.
+    latest = max(p.checkpoint_offset or 0, p.checkpoint_later or 0)
+    if p.checkpoint_offset is not None and p.group_offset is not None and p.group_offset > latest:
         return (
-            f"group offset {p.group_offset} is {p.group_offset - p.checkpoint_offset} ahead of the checkpoint "
-            f"{p.checkpoint_offset}: another consumer uses this group, or a reset moved only the group "
+            f"group offset {p.group_offset} is {p.group_offset - latest} ahead of the checkpoint "
+            f"{latest}: another consumer uses this group, or a reset moved only the group "
             "(reset to-current makes the group agree with the checkpoint)"
         )
     return None
@@ -269,12 +280,15 @@ def observe(
     checkpoint: PartitionOffsets,
     group: Mapping[TopicPartition, int | None],
     watermarks: Mapping[TopicPartition, tuple[int, int]],
+    checkpoint_later: PartitionOffsets | None = None,
 ) -> list[PartitionObservation]:
     """Combine raw lookups into one observation per partition (topic partitions plus checkpoint partitions).
 
     ``watermarks`` must hold every partition the topics have: it is how the topic's partitions are known.
+    ``checkpoint_later`` is the checkpoint read again after the group, when the job runs.
     """
     partitions = sorted(set(watermarks) | set(checkpoint))
+    later = checkpoint_later or {}
     return [
         PartitionObservation(
             partition=tp,
@@ -282,6 +296,7 @@ def observe(
             group_offset=group.get(tp),
             low=watermarks[tp][0] if tp in watermarks else None,
             high=watermarks[tp][1] if tp in watermarks else None,
+            checkpoint_later=later.get(tp),
         )
         for tp in partitions
     ]

@@ -14,7 +14,7 @@ reset); a checkpoint topic or partition missing from the cluster is a finding
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -87,10 +87,16 @@ def verify_job(
     last_batch_at: datetime | None = None,
     stall_after: timedelta = timedelta(minutes=15),
     timeout: float = 10.0,
+    checkpoint_later: Callable[[], Mapping[TopicPartition, int]] | None = None,
 ) -> VerifyResult:
-    """Verify a job's checkpoint offsets against its consumer group and the topic watermarks."""
+    """Verify a job's checkpoint offsets against its consumer group and the topic watermarks.
+
+    ``checkpoint_later`` reads the checkpoint again; it is called after the group's offsets are read (a
+    running job commits batches while it is looked at, see core/verify.py).
+    """
     inputs = collect_verify_inputs(config, group, checkpoint_offsets, topics, timeout)
-    observations = observe(dict(checkpoint_offsets), inputs.group_offsets, inputs.watermarks)
+    later = dict(checkpoint_later()) if checkpoint_later is not None else None
+    observations = observe(dict(checkpoint_offsets), inputs.group_offsets, inputs.watermarks, later)
     return evaluate(observations, now=now, last_batch_at=last_batch_at, stall_after=stall_after, group=group)
 
 

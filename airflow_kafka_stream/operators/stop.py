@@ -109,8 +109,13 @@ class StreamStopOperator(BaseOperator):
         trigger = StreamJobStateTrigger(job_home=self.job_home, target_states=FINAL,
                                         storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
                                         timeout_seconds=timeout)
-        return wait_then_defer(self, context, trigger, "execute_complete", {"phase": phase},
-                               defer_after(self.defer_after_seconds))
+        # The phase is in the method's name, not in kwargs: dag.test() resumes with the event alone.
+        return wait_then_defer(self, context, trigger, "kill_complete" if phase == "kill" else "execute_complete",
+                               {}, defer_after(self.defer_after_seconds))
+
+    def kill_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """The end of the wait for a killed job: as :meth:`execute_complete`, in the kill phase."""
+        return self.execute_complete(context, event, phase="kill")
 
     def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
         from airflow_kafka_stream.ops.stop import complete_stop, kill_unanswered, request_kill, withdraw_stop

@@ -257,6 +257,39 @@ def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_co
     assert again.state == "STOPPED" and seen == [3, 4], again.summary()
 
 
+def test_the_stop_operator_deferred_kills_a_job_whose_drain_times_out(spark, kafka_bootstrap, tmp_path, gated_jobs,
+                                                                       airflow_db):
+    """Both waits deferred (dag.test runs the trigger in-process and resumes with the event alone): the kill
+    phase must survive the resume, or the cancelled batch would not be named in the result and savepoint."""
+    from tests.airflow_helpers import run_dag
+
+    topic = create_topic(kafka_bootstrap, unique("life-kill-af"), 1)
+    home = tmp_path / "home"
+    job = GatedJob(spark, home, config_for(kafka_bootstrap, topic))
+    gated_jobs.append(job)
+    produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3)], partition=0)
+    job.wait_offsets({topic: {"0": 3}})
+    job.gate.touch()
+    produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3, 5)], partition=0)
+    wait_for(lambda: (job.started / "1").exists(), "batch 1 to start")
+
+    outcome = run_dag("aks_stop_kill", f"""
+from airflow.sdk import DAG
+from airflow_kafka_stream.operators.stop import StreamStopOperator
+with DAG("aks_stop_kill", schedule=None, catchup=False) as dag:
+    StreamStopOperator(task_id="stop", job_home={str(home)!r}, savepoint=True, timeout_seconds=2,
+                       on_timeout="kill", kill_timeout_seconds=60, poll_seconds=0.2, deferrable=True,
+                       defer_after_seconds=0)
+""")
+    assert outcome.tasks == {"stop": "success"}, outcome
+    stopped = outcome.xcom("stop")
+    assert stopped["killed"] and stopped["state"] == "STOPPED", stopped
+    assert stopped["savepoint"]["batch_id"] == 0 and "batch 1 was cancelled" in stopped["savepoint"]["note"]
+    result = job.join()
+    assert (result.state, result.last_batch_id) == ("STOPPED", 0), result.summary()
+    job.gate.unlink()
+
+
 def test_a_driver_that_cannot_write_its_heartbeat_fences_itself_before_it_looks_dead(
         spark, kafka_bootstrap, tmp_path, gated_jobs):
     topic = create_topic(kafka_bootstrap, unique("life-fence"), 1)

@@ -16,8 +16,8 @@ FRESH = NOW - timedelta(seconds=30)
 STALE = NOW - timedelta(hours=1)
 
 
-def obs(checkpoint, group, low=0, high=100):
-    return PartitionObservation(TP, checkpoint, group, low, high)
+def obs(checkpoint, group, low=0, high=100, later=None):
+    return PartitionObservation(TP, checkpoint, group, low, high, later)
 
 
 GONE = PartitionObservation(TP, 10, 10, None, None)
@@ -44,6 +44,12 @@ CASES = [
     ("18-at-threshold", obs(50, 50), NOW - timedelta(minutes=15), Status.OK, "exactly at the threshold is not over it"),
     ("19-above-high-by-one", obs(101, 101), FRESH, Status.OUT_OF_RANGE, "one past the high watermark is out"),
     ("20-at-high", obs(100, 100, low=100), STALE, Status.OK, "at the high watermark, all deleted, nothing to read"),
+    ("21-batch-during-look", obs(50, 60, later=60), FRESH, Status.OK,
+     "a running job committed batch and group commit between the two checkpoint reads: in sync"),
+    ("22-ahead-of-both-reads", obs(50, 70, later=60), FRESH, Status.GROUP_AHEAD,
+     "past the later checkpoint read too: someone else moved the group"),
+    ("23-behind-the-first-read", obs(50, 40, later=60), FRESH, Status.GROUP_BEHIND,
+     "below the first read: the later read does not excuse a group behind"),
 ]
 
 
