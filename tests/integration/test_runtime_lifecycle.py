@@ -227,10 +227,9 @@ def test_a_stop_that_times_out_is_withdrawn_and_the_job_keeps_running(spark, kaf
     assert sorted(job.seen) == [0, 1, 2, 3, 4]
 
 
-def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_committed_one(
-        spark, kafka_bootstrap, tmp_path, gated_jobs):
-    topic = create_topic(kafka_bootstrap, unique("life-kill"), 1)
-    home = tmp_path / "home"
+def held_in_batch_1(spark, kafka_bootstrap, home: Path, gated_jobs, name: str):
+    """A job that committed batch 0 (offsets 0-2) and is held inside batch 1 (offsets 3-4): a drain cannot end."""
+    topic = create_topic(kafka_bootstrap, unique(name), 1)
     config = config_for(kafka_bootstrap, topic)
     job = GatedJob(spark, home, config)
     gated_jobs.append(job)
@@ -239,6 +238,13 @@ def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_co
     job.gate.touch()
     produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3, 5)], partition=0)
     wait_for(lambda: (job.started / "1").exists(), "batch 1 to start")
+    return job, topic, config
+
+
+def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_committed_one(
+        spark, kafka_bootstrap, tmp_path, gated_jobs):
+    home = tmp_path / "home"
+    job, topic, config = held_in_batch_1(spark, kafka_bootstrap, home, gated_jobs, "life-kill")
 
     stopped = stop_job(JobHome(str(home)), timeout=2, poll=0.2, on_timeout="kill", savepoint=True).to_dict()
     assert stopped["killed"] and stopped["state"] == "STOPPED", stopped
@@ -263,15 +269,8 @@ def test_the_stop_operator_deferred_kills_a_job_whose_drain_times_out(spark, kaf
     phase must survive the resume, or the cancelled batch would not be named in the result and savepoint."""
     from tests.airflow_helpers import run_dag
 
-    topic = create_topic(kafka_bootstrap, unique("life-kill-af"), 1)
     home = tmp_path / "home"
-    job = GatedJob(spark, home, config_for(kafka_bootstrap, topic))
-    gated_jobs.append(job)
-    produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3)], partition=0)
-    job.wait_offsets({topic: {"0": 3}})
-    job.gate.touch()
-    produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3, 5)], partition=0)
-    wait_for(lambda: (job.started / "1").exists(), "batch 1 to start")
+    job, _topic, _config = held_in_batch_1(spark, kafka_bootstrap, home, gated_jobs, "life-kill-af")
 
     outcome = run_dag("aks_stop_kill", f"""
 from airflow.sdk import DAG
