@@ -69,6 +69,21 @@ class PartitionObservation:
         return self.low is not None and self.high is not None
 
     @property
+    def checkpoint_latest(self) -> int | None:
+        """The later of the two checkpoint reads (the first when it was read once)."""
+        if self.checkpoint_offset is None:
+            return None
+        return max(self.checkpoint_offset, self.checkpoint_later or self.checkpoint_offset)
+
+    @property
+    def group_in_sync(self) -> bool:
+        """The group holds the checkpoint's offset, or one the job committed while it was looked at (a partition
+        neither has is in sync too)."""
+        if self.checkpoint_offset is None or self.group_offset is None:
+            return self.group_offset == self.checkpoint_offset
+        return self.checkpoint_offset <= self.group_offset <= (self.checkpoint_latest or 0)
+
+    @property
     def lag(self) -> int | None:
         """Records the job has still to read: high watermark minus checkpoint offset."""
         if self.checkpoint_offset is None or self.high is None:
@@ -142,8 +157,8 @@ def group_behind(p: PartitionObservation, _clock: Clock) -> str | None:
 # 6. A group offset ahead of the checkpoint means another consumer uses the group, or a reset only moved the group.
 def group_ahead(p: PartitionObservation, _clock: Clock) -> str | None:
     # A batch the job committed between the two checkpoint reads may already be in the group: not ahead.
-    latest = max(p.checkpoint_offset or 0, p.checkpoint_later or 0)
-    if p.checkpoint_offset is not None and p.group_offset is not None and p.group_offset > latest:
+    latest = p.checkpoint_latest
+    if latest is not None and p.group_offset is not None and p.group_offset > latest:
         return (
             f"group offset {p.group_offset} is {p.group_offset - latest} ahead of the checkpoint "
             f"{latest}: another consumer uses this group, or a reset moved only the group "
@@ -234,6 +249,7 @@ class VerifyResult:
                     "partition": v.partition.partition,
                     "checkpoint_offset": v.observation.checkpoint_offset,
                     "group_offset": v.observation.group_offset,
+                    "group_in_sync": v.observation.group_in_sync,
                     "low": v.observation.low,
                     "high": v.observation.high,
                     "lag": v.observation.lag,

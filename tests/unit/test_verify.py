@@ -102,7 +102,7 @@ def test_renderings_carry_every_partition():
     assert data["group"] == "g1"
     assert data["total_lag"] == 60
     assert data["partitions"][0] | {"detail": None} == {
-        "topic": "orders", "partition": 0, "checkpoint_offset": 40, "group_offset": 30,
+        "topic": "orders", "partition": 0, "checkpoint_offset": 40, "group_offset": 30, "group_in_sync": False,
         "low": 0, "high": 100, "lag": 60, "status": "GROUP_BEHIND", "detail": None,
     }
     table = result.to_table().splitlines()
@@ -115,3 +115,18 @@ def test_table_shows_dash_for_unknown_values():
     result = evaluate([GONE], now=NOW)
     row = result.to_table().splitlines()[1].split()
     assert row[:8] == ["orders", "0", "10", "10", "-", "-", "-", "PARTITION_GONE"]
+
+
+@pytest.mark.parametrize(("observation", "in_sync", "reason"), [
+    (obs(50, 50), True, "1-equal"),
+    (obs(50, 55, later=60), True, "2-a-batch-committed-during-the-look-is-already-in-the-group"),
+    (obs(50, 60, later=60), True, "3-at-the-later-read"),
+    (obs(50, 61, later=60), False, "4-past-the-later-read"),
+    (obs(50, 49, later=60), False, "5-below-the-first-read"),
+    (obs(50, 55), False, "6-a-stopped-job-is-read-once-so-only-equal-is-in-sync"),
+    (obs(50, None), False, "7-no-group-offset"),
+    (obs(None, None), True, "8-a-partition-neither-has"),
+    (obs(None, 3), False, "9-a-group-offset-the-checkpoint-lacks"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_group_in_sync(observation, in_sync, reason):
+    assert observation.group_in_sync is in_sync, reason
