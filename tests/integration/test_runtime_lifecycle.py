@@ -227,10 +227,10 @@ def test_a_stop_that_times_out_is_withdrawn_and_the_job_keeps_running(spark, kaf
     assert sorted(job.seen) == [0, 1, 2, 3, 4]
 
 
-def held_in_batch_1(spark, kafka_bootstrap, home: Path, gated_jobs, name: str):
+def held_in_batch_1(spark, kafka_bootstrap, home: Path, gated_jobs, name: str, **overrides):
     """A job that committed batch 0 (offsets 0-2) and is held inside batch 1 (offsets 3-4): a drain cannot end."""
     topic = create_topic(kafka_bootstrap, unique(name), 1)
-    config = config_for(kafka_bootstrap, topic)
+    config = config_for(kafka_bootstrap, topic, **overrides)
     job = GatedJob(spark, home, config)
     gated_jobs.append(job)
     produce(kafka_bootstrap, topic, [(None, f"v{i}") for i in range(3)], partition=0)
@@ -241,10 +241,15 @@ def held_in_batch_1(spark, kafka_bootstrap, home: Path, gated_jobs, name: str):
     return job, topic, config
 
 
+@pytest.mark.parametrize("read_mode", ["executors", "driver"])
 def test_a_stop_that_times_out_with_kill_cancels_the_batch_and_saves_the_last_committed_one(
-        spark, kafka_bootstrap, tmp_path, gated_jobs):
+        spark, kafka_bootstrap, tmp_path, gated_jobs, read_mode):
+    """In both read modes: with readMode=driver the batch's records were read while it was planned, and the
+    restore's restart reads the cancelled batch again in a task (readBetweenOffsets)."""
     home = tmp_path / "home"
-    job, topic, config = held_in_batch_1(spark, kafka_bootstrap, home, gated_jobs, "life-kill")
+    source = {"readMode": read_mode, "maxOffsetsPerTrigger": "10"} if read_mode == "driver" else {}
+    job, topic, config = held_in_batch_1(spark, kafka_bootstrap, home, gated_jobs, "life-kill",
+                                         source_options=source)
 
     stopped = stop_job(JobHome(str(home)), timeout=2, poll=0.2, on_timeout="kill", savepoint=True).to_dict()
     assert stopped["killed"] and stopped["state"] == "STOPPED", stopped
