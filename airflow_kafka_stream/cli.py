@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    p = sub.add_parser("status", help="what the job is doing now: state, heartbeat, last batch, group commits "
+                                      "(exit 0 while it runs, 1 when it does not)")
+    _job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_status)
+
     p = sub.add_parser("checkpoint", help="show a checkpoint's position, check it (fsck), or repair an "
                                           "interrupted reset")
     p.add_argument("action", nargs="?", choices=["position", "fsck", "repair"], default="position")
@@ -212,6 +217,15 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
         print(text)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
+    from airflow_kafka_stream.ops.inspect import job_status
+
+    status = job_status(_home(args))
+    _emit(args, status.to_dict(), cli_render.status_text(status))
+    return EXIT_OK if status.running else EXIT_PROBLEMS
 
 
 def _cmd_checkpoint(args: argparse.Namespace) -> int:

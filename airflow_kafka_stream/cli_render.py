@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
-from airflow_kafka_stream.ops.results import RepairResult, ResetOutcome, RestoreResult, SavepointInfo, StopResult
+from airflow_kafka_stream.ops.results import (
+    JobStatus,
+    RepairResult,
+    ResetOutcome,
+    RestoreResult,
+    SavepointInfo,
+    StopResult,
+)
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 #: An operation's setting -> the CLI option that gives it, added to a refusal that names the setting.
@@ -137,3 +144,43 @@ def savepoint_table(rows: Sequence[SavepointInfo]) -> str:
 
 def fields_text(data: dict[str, Any]) -> str:
     return "\n".join(f"{key:<22}{value}" for key, value in data.items())
+
+
+def status_text(status: JobStatus) -> str:
+    """What `status` prints: the job's state and, when it is not what it says, why."""
+    if status.state is None:
+        head = "NOT STARTED (no status yet)"
+    elif status.driver_lost:
+        head = (f"{status.state} but its driver is gone (heartbeat {_age(status.heartbeat_age_seconds)}): it died "
+                "without saying so; check its log before restoring or resetting")
+    else:
+        head = f"{status.state}{' (running)' if status.running else ''}"
+    commits = status.group_commits or {}
+    lines = [
+        f"job             {status.job} ({status.job_home})",
+        f"state           {head}",
+        f"version         {status.app_version or '-'}",
+        f"heartbeat       {_age(status.heartbeat_age_seconds)}",
+        f"generation      {status.generation if status.generation is not None else '-'}",
+        f"last batch      {status.last_batch_id if status.last_batch_id is not None else '(none yet)'}",
+        f"group           {status.group or '-'}"
+        + (f" (committed batch {commits.get('committed_batch')}, {commits.get('failures', 0)} failed commits)"
+           if commits else ""),
+    ]
+    if commits.get("consecutive_failures"):
+        lines.append(f"GROUP COMMITS   failing: {commits['consecutive_failures']} in a row, last error "
+                     f"{commits.get('last_error')}")
+    if status.dead_letters:
+        lines.append(f"dead letters    {status.dead_letters}")
+    if status.stop_requested_at and status.state in ("RUNNING", "DRAINING"):
+        lines.append(f"stop requested  at {status.stop_requested_at}")
+    if status.standby:
+        lines.append(f"standby         version {status.standby['version']} {status.standby['state']} (pid "
+                     f"{status.standby['pid']} on {status.standby['host']})")
+    if status.error:
+        lines.append(f"error           {status.error}")
+    return "\n".join(lines)
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}s ago"

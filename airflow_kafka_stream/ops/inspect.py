@@ -1,13 +1,17 @@
-"""Inspect a checkpoint: its position (cheap) and a full consistency check (fsck)."""
+"""Inspect a job: what it is doing now (status), its checkpoint's position (cheap) and a full consistency
+check of the checkpoint (fsck)."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
 from airflow_kafka_stream.core.checkpoint_fsck import Finding, FsckReport, Severity
 from airflow_kafka_stream.ops.context import JobContext
-from airflow_kafka_stream.ops.results import RepairResult
+from airflow_kafka_stream.ops.results import JobStatus, RepairResult
 from airflow_kafka_stream.ops.unstarted import UnstartedGeneration, unstarted_generation
+from airflow_kafka_stream.storage.jobhome import JobHome
 
 
 def position(ctx: JobContext, operation: str = "this operation") -> CheckpointPosition:
@@ -54,3 +58,42 @@ def repair(ctx: JobContext) -> RepairResult:
         result = work()
         record["after"] = result.to_dict()
         return result
+
+
+def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
+    """The job's state as its driver last reported it, and whether it still runs (reads only; no lock)."""
+    from airflow_kafka_stream.core.standby import is_live
+    from airflow_kafka_stream.ops.guard import job_is_running
+    from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
+    from airflow_kafka_stream.storage.processes import process_alive
+    from airflow_kafka_stream.storage.status import ACTIVE_STATES, heartbeat_age
+
+    home.require()
+    now = now or datetime.now(UTC)
+    running, status = job_is_running(home, now)
+    status = status or {}
+    spec = home.spec()
+    age = heartbeat_age(status, now) if status else None
+    standby = home.read_control(STANDBY_RECORD)
+    if standby and not is_live(standby, process_alive(standby.get("pid"), standby.get("host")), now):
+        standby = None  # the record of an upgrade that is over
+    return JobStatus(
+        job_home=home.url,
+        job=spec.get("job") or home.url.rstrip("/").rsplit("/", 1)[-1],
+        state=status.get("state"),
+        running=running,
+        driver_lost=status.get("state") in ACTIVE_STATES and not running,
+        app_version=spec.get("version"),
+        heartbeat_age_seconds=round(age, 1) if age is not None else None,
+        generation=home.current_generation(),
+        last_batch_id=status.get("last_batch_id"),
+        last_offsets=status.get("last_offsets"),
+        group=spec.get("group"),
+        topics=list(spec.get("topics") or []),
+        group_commits=status.get("group_commits"),
+        dead_letters=status.get("dead_letters"),
+        stop_requested_at=status.get("stop_requested_at"),
+        error=status.get("error"),
+        standby={key: standby.get(key) for key in ("state", "version", "pid", "host", "launched_at")}
+        if standby else None,
+    )

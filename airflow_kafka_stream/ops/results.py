@@ -176,3 +176,34 @@ class RepairResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What a job is doing now, from its status heartbeat, job.json and its standby's record."""
+
+    job_home: str
+    job: str
+    #: The state the job last reported (STARTING, RUNNING, DRAINING, STOPPED, FAILED), None before any.
+    state: str | None
+    #: Whether it runs: an active state, a fresh heartbeat, and a driver not known to be gone.
+    running: bool
+    #: An active state the job can no longer be in: its heartbeat is stale or its processes are gone.
+    driver_lost: bool
+    app_version: str | None
+    heartbeat_age_seconds: float | None
+    generation: int | None
+    last_batch_id: int | None
+    last_offsets: Nested | None
+    group: str | None
+    topics: list[str]
+    #: The group committer's counters (failures, the last error, the batch last committed to the group).
+    group_commits: dict[str, Any] | None
+    dead_letters: int | None
+    stop_requested_at: str | None
+    error: str | None
+    #: A live warm standby of an upgrade in progress (its state, version, pid, host, launch time).
+    standby: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

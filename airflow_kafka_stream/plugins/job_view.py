@@ -16,7 +16,6 @@ from typing import Any
 
 from airflow_kafka_stream.core.redaction import redact, redact_text, secret_values
 from airflow_kafka_stream.errors import StreamError
-from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 #: Savepoints whose checksums the page checks on each view (newest first); older ones say "not checked".
@@ -57,24 +56,23 @@ def _home(url: str, storage_options: dict[str, Any] | None) -> JobHome:
 
 
 def summary(home: JobHome, now: datetime) -> dict[str, Any]:
-    """State, version, heartbeat age, generation and last committed batch (status.json and job.json)."""
-    status = home.status() or {}
-    spec = home.spec()
-    age = st.heartbeat_age(status, now) if status else None
-    alive = st.is_running(status, now, st.max_heartbeat_age(status, 30.0)) if status else False
-    state = status.get("state") or "NOT STARTED"
-    if state in st.ACTIVE_STATES and not alive:
+    """State, version, heartbeat age, generation and last committed batch (ops.inspect.job_status)."""
+    from airflow_kafka_stream.ops.inspect import job_status
+
+    status = job_status(home, now)
+    state = status.state or "NOT STARTED"
+    if status.driver_lost:
         state = f"{state} (no heartbeat: driver gone?)"
     return {
-        "job": spec.get("job") or home.url.rsplit("/", 1)[-1],
+        "job": status.job,
         "state": state,
-        "app_version": spec.get("version"),
-        "heartbeat_age_seconds": round(age, 1) if age is not None else None,
-        "generation": home.current_generation(),
-        "last_batch_id": status.get("last_batch_id"),
-        "group": spec.get("group"),
-        "topics": spec.get("topics") or [],
-        "error": status.get("error"),
+        "app_version": status.app_version,
+        "heartbeat_age_seconds": status.heartbeat_age_seconds,
+        "generation": status.generation,
+        "last_batch_id": status.last_batch_id,
+        "group": status.group,
+        "topics": status.topics,
+        "error": status.error,
     }
 
 

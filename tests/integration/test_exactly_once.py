@@ -23,6 +23,7 @@ from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import is_alive, read_status
 from tests.conftest import ROOT
+from tests.integration.cli_helpers import cli_subprocess
 from tests.kafka_utils import committed, create_topic, produce, unique, watermarks
 
 pytestmark = pytest.mark.integration
@@ -165,6 +166,10 @@ def test_graceful_stop_restart_poison_pills_status_and_group_commits(kafka_boots
     produce(kafka_bootstrap, topic, events(80, 30))
     run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
     assert run.status()["state"] == "RUNNING"
+    # What an operator at a terminal sees: it runs (exit 0), two records went to the dead letters.
+    shown = cli_subprocess("status", "--job-home", run.home)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "RUNNING (running)" in shown.stdout and "dead letters    2" in shown.stdout, shown.stdout
 
     # Group commits follow the checkpoint: after the last batch they are equal, never ahead or +1.
     positions = checkpoint_positions(run.home)
@@ -181,6 +186,8 @@ def test_graceful_stop_restart_poison_pills_status_and_group_commits(kafka_boots
     assert not (run.home / "control" / "stop").exists()
     assert not (run.home / "control" / "drained.json").exists()
     assert "example_pipeline STOPPED" in run.log_tail()
+    shown = cli_subprocess("status", "--job-home", run.home, "--json")
+    assert shown.returncode == 1 and json.loads(shown.stdout)["state"] == "STOPPED", shown.stdout + shown.stderr
 
     # Records produced while stopped are read by the next run from where the first one stopped.
     produce(kafka_bootstrap, topic, events(110, 40))
@@ -224,6 +231,8 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     assert crashed["jvm_pid"] not in (None, crashed["pid"])
     assert is_alive(crashed, time.time(), max_age_seconds=30)
     assert job_is_running(JobHome(str(run.home))) == (False, crashed)
+    shown = cli_subprocess("status", "--job-home", run.home)
+    assert shown.returncode == 1 and "but its driver is gone" in shown.stdout, shown.stdout + shown.stderr
     assert not is_alive(crashed, time.time() + 60, max_age_seconds=10), "a dead driver must look dead once stale"
     assert len(set(row["id"] for row in sink_rows(run.output))) < len(total), "killed too late to prove anything"
 
