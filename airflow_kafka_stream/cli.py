@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="proceed although the sink keeps a batch log keyed by batch id")
     p.set_defaults(handler=_cmd_restore)
 
+    p = sub.add_parser("standby", help="end an upgrade's live warm standby (its upgrade was abandoned)")
+    p.add_argument("action", choices=["end"])
+    _job_args(p, checkpoint=False, kafka=False)
+    p.add_argument("--reason", type=_text, default="ended by an operator",
+                   help="why, recorded in the history and the standby's record")
+    p.set_defaults(handler=_cmd_standby)
+
     p = sub.add_parser("history", help="print the job's operation history")
     _job_args(p, checkpoint=False, kafka=False)
     p.set_defaults(handler=_cmd_history)
@@ -349,6 +356,15 @@ def _cmd_restore(args: argparse.Namespace) -> int:
                                 sink_path=args.sink_path, sink_kind=args.sink_kind,
                                 allow_sink_batch_log=args.allow_sink_batch_log)
     _emit(args, result.to_dict(), cli_render.restore_text(result))
+    return EXIT_OK
+
+
+def _cmd_standby(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops.standby import end_live_standby
+
+    ended = end_live_standby(_home(args), args.reason)
+    _emit(args, ended.to_dict(), f"ended the standby of version {ended.app_version} (pid {ended.pid} on "
+                                 f"{ended.host}); the running job was not touched")
     return EXIT_OK
 
 

@@ -156,6 +156,25 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
         return live
 
 
+def end_live_standby(home: JobHome, reason: str, by: str | None = None) -> StandbyHandle:
+    """End the job's live standby from outside its upgrade (an operator whose upgrade run was abandoned: the
+    standby would otherwise hold its driver, and on a cluster its executors, until its own wait times out).
+
+    Refused, with nothing changed, when no standby is live or when it is already taking over.
+    """
+    home.require()
+    found = home.read_control(STANDBY_RECORD)
+    if not found or not rules.is_live(found, process_alive(found.get("pid"), found.get("host")), datetime.now(UTC)):
+        raise JobStateError(f"job {home.url} has no live standby"
+                            + (f" (the last one is {found.get('state')})" if found else "")
+                            + "; nothing was changed")
+    handle = StandbyHandle(token=found["token"], app_version=str(found.get("version")), pid=found.get("pid"),
+                           host=found.get("host"), driver_log=found.get("log"),
+                           launched_at=found.get("launched_at") or found.get("registered_at"))
+    end_standby(home, handle, reason, by=by)
+    return handle
+
+
 def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Mapping[str, Any], *,
               takeover_stopped: bool = False, by: str | None = None) -> dict[str, Any]:
     """Give the standby its go once the old version stopped with a savepoint (step 4 of the module docstring).

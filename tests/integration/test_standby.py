@@ -8,6 +8,7 @@ a standby is in test_airflow_upgrade.py.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -25,6 +26,7 @@ from airflow_kafka_stream.ops.submit import LaunchedDriver
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.processes import process_alive
 from tests.conftest import ROOT
+from tests.integration.cli_helpers import cli_subprocess
 from tests.integration.test_airflow_upgrade import APPS, Feeder, output_ids
 from tests.integration.test_runtime_lifecycle import wait_for
 from tests.kafka_utils import create_topic, unique, watermarks
@@ -119,6 +121,20 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
         wait_ready(job.jobhome, unready, timeout=3, poll=0.2)
     assert process_alive(unready.pid, unready.host) is False, "the unready standby's process was ended"
     assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    # 3. An abandoned upgrade's standby, ended by an operator at a terminal; `status` shows it until then.
+    abandoned = launch_standby(job.jobhome, "5", job.launcher("5", APPS / "unready_version.py"))
+    shown = json.loads(cli_subprocess("status", "--job-home", job.home, "--json").stdout)
+    assert (shown["running"], shown["standby"]["version"], shown["standby"]["pid"]) == (True, "5", abandoned.pid)
+    ended = cli_subprocess("standby", "end", "--job-home", job.home, "--reason", "upgrade abandoned")
+    assert ended.returncode == 0 and "the running job was not touched" in ended.stdout, ended.stdout + ended.stderr
+    assert process_alive(abandoned.pid, abandoned.host) is False
+    assert (job.jobhome.read_control(STANDBY_RECORD)["state"],
+            job.jobhome.read_control(STANDBY_RECORD)["error"]) == (rules.ENDED, "upgrade abandoned")
+    history = len(job.jobhome.history())
+    again = cli_subprocess("standby", "end", "--job-home", job.home)
+    assert again.returncode == 2 and "has no live standby (the last one is ENDED)" in again.stderr, again.stderr
+    assert len(job.jobhome.history()) == history, "a refusal changes nothing"
+    assert json.loads(cli_subprocess("status", "--job-home", job.home, "--json").stdout)["standby"] is None
     runs_untouched(job, before)
 
 
