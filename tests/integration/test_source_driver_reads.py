@@ -36,16 +36,16 @@ def run_batches(spark, df, checkpoint: Path) -> tuple[dict[int, list[tuple]], ob
     def keep(batch, batch_id):
         batches[batch_id] = sorted(rows_of(batch.collect()), key=lambda r: (r[3], r[4]))
 
-    query = (
-        df.writeStream.foreachBatch(keep)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
+    return batches, run_to_end(df.writeStream.foreachBatch(keep), checkpoint)
+
+
+def run_to_end(writer, checkpoint: Path):
+    """Start ``writer`` on ``checkpoint`` with the availableNow trigger, wait for it, raise what it raised."""
+    query = writer.trigger(availableNow=True).option("checkpointLocation", str(checkpoint)).start()
     query.awaitTermination(120)
     if query.exception() is not None:
         raise query.exception()
-    return batches, query
+    return query
 
 
 def forget_commit(checkpoint: Path, batch_id: int) -> None:
@@ -182,16 +182,8 @@ def test_a_stateful_query_reading_on_the_driver_replays_into_its_state_exactly(s
 
     def run() -> None:
         frame = source(spark, kafka_bootstrap, topic, "driver").groupBy("partition").count()
-        query = (
-            frame.writeStream.outputMode("update")
-            .foreachBatch(lambda batch, _id: counts.update({r.partition: r["count"] for r in batch.collect()}))
-            .trigger(availableNow=True)
-            .option("checkpointLocation", str(checkpoint))
-            .start()
-        )
-        query.awaitTermination(120)
-        if query.exception() is not None:
-            raise query.exception()
+        run_to_end(frame.writeStream.outputMode("update").foreachBatch(
+            lambda batch, _id: counts.update({r.partition: r["count"] for r in batch.collect()})), checkpoint)
 
     run()
     assert counts == {0: 5, 1: 3}
