@@ -16,7 +16,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
-from airflow_kafka_stream.triggers.polling import poll_until_done
+from airflow_kafka_stream.triggers.polling import WAITING, poll_until_done
 
 
 class StreamJobStateTrigger(BaseTrigger):
@@ -90,7 +90,7 @@ class StreamJobStateTrigger(BaseTrigger):
                 return {"status": "failed", "job": summary(status, now), "message": (
                     f"the driver process (pid {self.driver_pid}) exited before the job reported "
                     f"{'/'.join(self.target_states)}: {verdict.message}")}
-        state = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, "waiting")
+        state = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, WAITING)
         return {"status": state, "message": verdict.message, "job": summary(status, now)}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
