@@ -339,7 +339,7 @@ def _cmd_savepoint(args: argparse.Namespace) -> int:
         text = f"deleted savepoint {data['deleted']}"
     else:
         pruned = savepoints.prune(home, keep_last=args.keep_last,
-                                  max_age=parse_duration(args.keep_within) if args.keep_within else None)
+                                  max_age=parse_duration(args.keep_within, "max_age") if args.keep_within else None)
         data = pruned.to_dict()
         text = ("deleted " + ", ".join(pruned.deleted)) if pruned.deleted else "nothing to prune"
         if pruned.pinned:
@@ -407,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StreamError as exc:
         from airflow_kafka_stream.cli_render import refusal_text
 
-        print(f"error: {refusal_text(str(exc), getattr(exc, 'setting', None))}", file=sys.stderr)
+        print(f"error: {refusal_text(str(exc), exc.settings)}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -36,13 +36,19 @@ OPTION_OF_SETTING = {
     "drop_state": "--drop-state",
     "app_version": "--app-version",
     "value": "the strategy's value (e.g. --to-offset, --from-file)",
+    "strategy": "a strategy option (--to-current, --to-offset, --to-datetime, ...)",
+    "strict": "--strict",
+    "command_config": "--command-config",
+    "storage_options": "--storage-options",
+    "stall_threshold": "--stall-threshold",
 }
 
 
-def refusal_text(message: str, setting: str | None) -> str:
-    """A refusal as the CLI prints it: the operation's message, plus the option that sets what it names."""
-    option = OPTION_OF_SETTING.get(setting or "")
-    return f"{message} [{setting}: {option}]" if option else message
+def refusal_text(message: str, settings: str | Sequence[str] | None) -> str:
+    """A refusal as the CLI prints it: the operation's message, plus the option of each setting it names."""
+    names = (settings,) if isinstance(settings, str) else tuple(settings or ())
+    options = [f"{name}: {OPTION_OF_SETTING[name]}" for name in names if name in OPTION_OF_SETTING]
+    return f"{message} [{'; '.join(options)}]" if options else message
 
 
 def position_text(pos: CheckpointPosition) -> str:

@@ -50,10 +50,11 @@ def placement(master: str, deploy_mode: str | None = None) -> Placement:
     text = (master or "").strip()
     mode = (deploy_mode or "client").strip().lower()
     if mode not in ("client", "cluster"):
-        raise InvalidInputError(f"deploy mode {deploy_mode!r} is neither client nor cluster")
+        raise InvalidInputError(f"deploy mode {deploy_mode!r} is neither client nor cluster", setting="deploy_mode")
     if text.startswith("local"):
         if mode == "cluster":
-            raise InvalidInputError(f"master {text} runs in this process: deploy mode cluster does not apply")
+            raise InvalidInputError(f"master {text} runs in this process: deploy mode cluster does not apply",
+                                    setting=("master", "deploy_mode"))
         return Placement("local", mode, False, False)
     if text.startswith("spark://"):
         hosts = [urlsplit(f"spark://{part}").hostname or "" for part in text[len("spark://"):].split(",")]
@@ -64,7 +65,7 @@ def placement(master: str, deploy_mode: str | None = None) -> Placement:
     if text.startswith("k8s://"):
         return Placement("kubernetes", mode, True, mode == "cluster")
     raise InvalidInputError(f"master {text!r} is not one of local[N], spark://host:port, yarn, k8s://https://host:port; "
-                            "set it as the host of the spark connection")
+                            "set it as the host of the spark connection", setting="master")
 
 
 def is_local_url(url: str) -> bool:
@@ -81,7 +82,8 @@ def check_job_home_reach(url: str, where: Placement, shared: bool = False) -> No
         f"job home {url} is on this machine's disk, but {parts} of this {where.manager} application run on other "
         "machines: checkpoints and state would be written to several disks and lost with any of them. Put the "
         f"job home on shared storage (s3://, gs://, abfs://, hdfs://), or, when this path is a shared mount "
-        f"seen at the same path on every node, declare it with {SHARED_SETTING}=True")
+        f"seen at the same path on every node, declare it with {SHARED_SETTING}=True",
+        setting=("job_home", SHARED_SETTING))
 
 
 def spark_url(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
@@ -93,7 +95,8 @@ def spark_url(url: str, storage_options: Mapping[str, Any] | None = None) -> str
         path = parts.path if scheme else text
         if not posixpath.isabs(path):
             raise InvalidInputError(f"{url} is a relative path: give the job home as an absolute path, so every "
-                                    "process (driver, executors, control plane) names the same directory")
+                                    "process (driver, executors, control plane) names the same directory",
+                                    setting="job_home")
         return "file://" + posixpath.normpath(path)
     if scheme in ("s3", "s3a"):
         return "s3a://" + text.split("://", 1)[1]
@@ -106,7 +109,7 @@ def spark_url(url: str, storage_options: Mapping[str, Any] | None = None) -> str
         if not account:
             raise InvalidInputError(f"{url}: Spark needs the storage account of this container; give "
                                     "account_name in the storage options, or write "
-                                    "abfs://container@account.dfs.core.windows.net/path")
+                                    "abfs://container@account.dfs.core.windows.net/path", setting="storage_options")
         return f"abfss://{parts.netloc}@{account}.dfs.core.windows.net{parts.path}"
     return text
 

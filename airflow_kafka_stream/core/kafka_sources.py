@@ -58,7 +58,7 @@ class KafkaSources:
             raise InvalidInputError(
                 f"{self.where} has no Kafka source: none of its source offset lines holds Kafka offsets "
                 '(like {"topic":{"0":23}}), so there are no Kafka offsets to verify or reset; point the '
-                "operation at the checkpoint of a query that reads Kafka"
+                "operation at the checkpoint of a query that reads Kafka", setting="checkpoint"
             )
         return self
 
@@ -106,7 +106,7 @@ class KafkaSources:
                   else f"none of its {len(self.by_index)} Kafka sources reads topic {tp.topic!r}")
         raise InvalidInputError(
             f"{self.where}: a target for {tp} cannot be placed in one source line, because {reason}; "
-            f"narrow the reset's scope to the topics the checkpoint reads"
+            f"narrow the reset's scope to the topics the checkpoint reads", setting="scope"
         )
 
     def split(self, targets: Mapping[TopicPartition, int]) -> dict[int, PartitionOffsets]:

@@ -41,13 +41,14 @@ def parse_reset_csv(text: str, source: str = "reset file") -> PartitionOffsets:
         if tp in offsets:
             raise OffsetPlanError(
                 f"{where}: partition {tp} is already set on line {first_line_of[tp]}; "
-                "keep one line per partition"
+                "keep one line per partition", setting="value"
             )
         offsets[tp] = offset
         first_line_of[tp] = number
     if not offsets:
         raise OffsetPlanError(
-            f"{source} holds no offsets; expected lines of topic,partition,offset such as 'orders,0,42'"
+            f"{source} holds no offsets; expected lines of topic,partition,offset such as 'orders,0,42'",
+            setting="value"
         )
     return offsets
 
@@ -60,19 +61,21 @@ def _parse_row(fields: list[str], where: str) -> tuple[TopicPartition, int]:
             if len(fields) == 4
             else ""
         )
-        raise OffsetPlanError(f"{where}: expected 3 columns topic,partition,offset, found {len(fields)}{hint}")
+        raise OffsetPlanError(f"{where}: expected 3 columns topic,partition,offset, found {len(fields)}{hint}",
+                              setting="value")
     topic, partition_text, offset_text = fields
     if not _TOPIC_NAME.match(topic):
         raise OffsetPlanError(
-            f"{where}: {topic!r} is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)"
+            f"{where}: {topic!r} is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)",
+            setting="value"
         )
     if not _DIGITS.match(partition_text):
-        raise OffsetPlanError(f"{where}: partition {partition_text!r} must be a non-negative integer")
+        raise OffsetPlanError(f"{where}: partition {partition_text!r} must be a non-negative integer", setting="value")
     if not _DIGITS.match(offset_text):
         kind = "negative" if offset_text.startswith("-") else "not a whole number"
         raise OffsetPlanError(
             f"{where}: offset {offset_text!r} is {kind}; write the next offset to read as an integer >= 0 "
-            "(use the to-earliest or to-latest strategies for the special positions)"
+            "(use the to-earliest or to-latest strategies for the special positions)", setting="value"
         )
     return TopicPartition(topic, int(partition_text)), int(offset_text)
 

@@ -89,7 +89,7 @@ class ResetStrategy:
                    source: str = "per-partition offsets") -> ResetStrategy:
         """Per-partition targets (to-offset with a mapping, from-file, to-recorded)."""
         if not offsets:
-            raise OffsetPlanError(f"{kind} needs at least one partition offset; {source} lists none")
+            raise OffsetPlanError(f"{kind} needs at least one partition offset; {source} lists none", setting="value")
         for tp, offset in offsets.items():
             _require_int(offset, f"{kind} offset for {tp}", minimum=0)
         return cls(kind, f"{kind} {source} ({len(offsets)} partitions)", offsets=dict(offsets))
@@ -111,7 +111,8 @@ class ResetStrategy:
     @classmethod
     def to_datetime(cls, when: datetime) -> ResetStrategy:
         if when.tzinfo is None:
-            raise OffsetPlanError(f"to-datetime {when.isoformat()} has no timezone; use parse_datetime")
+            raise OffsetPlanError(f"to-datetime {when.isoformat()} has no timezone; use parse_datetime",
+                                  setting="value")
         return cls(StrategyKind.TO_DATETIME, f"to-datetime {when.isoformat()}", timestamp_ms=_epoch_ms(when))
 
     @classmethod
@@ -139,14 +140,15 @@ def parse_strategy(kind: str, value: str | None = None, *, now: datetime | None 
         strategy = StrategyKind((kind or "").strip().lower().removeprefix("--"))
     except ValueError:
         raise OffsetPlanError(
-            f"unknown reset strategy {kind!r}; use one of {', '.join(k.value for k in StrategyKind)}"
+            f"unknown reset strategy {kind!r}; use one of {', '.join(k.value for k in StrategyKind)}",
+            setting="strategy"
         ) from None
     text = (value or "").strip()
     takes_value = strategy not in (StrategyKind.TO_CURRENT, StrategyKind.TO_EARLIEST, StrategyKind.TO_LATEST)
     if takes_value and not text:
-        raise OffsetPlanError(f"reset strategy {strategy} needs a value ({_VALUE_HINT[strategy]})")
+        raise OffsetPlanError(f"reset strategy {strategy} needs a value ({_VALUE_HINT[strategy]})", setting="value")
     if not takes_value and text:
-        raise OffsetPlanError(f"reset strategy {strategy} takes no value, got {text!r}")
+        raise OffsetPlanError(f"reset strategy {strategy} takes no value, got {text!r}", setting="value")
     match strategy:
         case StrategyKind.TO_CURRENT:
             return ResetStrategy.to_current()
@@ -189,7 +191,7 @@ _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)(?:\.(\d
 
 def _parse_int(text: str, kind: StrategyKind) -> int:
     if not _INTEGER.match(text):
-        raise OffsetPlanError(f"{kind} value {text!r} is not a whole number ({_VALUE_HINT[kind]})")
+        raise OffsetPlanError(f"{kind} value {text!r} is not a whole number ({_VALUE_HINT[kind]})", setting="value")
     return int(text)
 
 
@@ -197,15 +199,16 @@ def _offsets_json(text: str, kind: StrategyKind) -> PartitionOffsets:
     try:
         return parse_offsets_json(text)
     except CheckpointFormatError as exc:
-        raise OffsetPlanError(f"{kind} offsets are invalid: {exc}") from exc
+        raise OffsetPlanError(f"{kind} offsets are invalid: {exc}", setting="value") from exc
 
 
 def _require_int(value: object, what: str, minimum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise OffsetPlanError(f"{what} must be a whole number, got {value!r}")
+        raise OffsetPlanError(f"{what} must be a whole number, got {value!r}", setting="value")
     if minimum is not None and value < minimum:
         raise OffsetPlanError(
-            f"{what} must be >= {minimum}, got {value}; use to-earliest or to-latest for the special positions"
+            f"{what} must be >= {minimum}, got {value}; use to-earliest or to-latest for the special positions",
+            setting="value"
         )
 
 
@@ -219,34 +222,38 @@ def parse_datetime(text: str, timezone: str | None = None) -> pendulum.DateTime:
     if not _DATE_FIRST.match(stripped):
         raise OffsetPlanError(
             f"date-time {text!r} is not understood; write an ISO 8601 date-time starting with the date, "
-            "like 2024-05-01T12:00:00Z or 2024-05-01T14:00:00+02:00"
+            "like 2024-05-01T12:00:00Z or 2024-05-01T14:00:00+02:00", setting="value"
         )
     try:
         parsed = pendulum.parse(stripped, tz=None)
     except ValueError as exc:
         raise OffsetPlanError(
-            f"date-time {text!r} is not a valid date-time ({exc}); write it like 2024-05-01T12:00:00Z"
+            f"date-time {text!r} is not a valid date-time ({exc}); write it like 2024-05-01T12:00:00Z", setting="value"
         ) from exc
     if not isinstance(parsed, pendulum.DateTime):  # pragma: no cover - the date-first check rules this out
-        raise OffsetPlanError(f"{text!r} is not a date-time; write it like 2024-05-01T12:00:00Z")
+        raise OffsetPlanError(f"{text!r} is not a date-time; write it like 2024-05-01T12:00:00Z", setting="value")
     if parsed.tzinfo is not None:
         return parsed
     if timezone is None:
         raise OffsetPlanError(
             f"date-time {text!r} has no timezone; add one (2024-05-01T12:00:00Z, ...+02:00) "
-            "or give the timezone to read it in (e.g. timezone='Europe/Paris')"
+            "or give the timezone to read it in (e.g. timezone='Europe/Paris')", setting=("value", "timezone")
         )
     try:
         zone = pendulum.timezone(timezone)
     except ValueError as exc:
         raise OffsetPlanError(
-            f"timezone {timezone!r} is unknown; use an IANA name like 'UTC' or 'Europe/Paris'"
+            f"timezone {timezone!r} is unknown; use an IANA name like 'UTC' or 'Europe/Paris'", setting="timezone"
         ) from exc
     return zone.convert(parsed)
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse ``PnDTnHnMn.nS`` (java.time.Duration's form, which Kafka's --by-duration takes)."""
+def parse_duration(text: str, setting: str = "value") -> timedelta:
+    """Parse ``PnDTnHnMn.nS`` (java.time.Duration's form, which Kafka's --by-duration takes).
+
+    ``setting`` is the argument the text came from, named by the refusal (a by-duration strategy's value
+    unless the caller says otherwise: max_age, stall_threshold).
+    """
     stripped = (text or "").strip().upper()
     match = _DURATION.match(stripped)
     if not match or stripped in ("P", "PT") or stripped.endswith("T"):
@@ -256,7 +263,8 @@ def parse_duration(text: str) -> timedelta:
         elif stripped.startswith("-"):
             hint = "; a negative duration points into the future: use to-latest instead"
         raise OffsetPlanError(
-            f"duration {text!r} is not an ISO 8601 duration of the form PnDTnHnMnS, like PT1H, PT30M or P1DT2H{hint}"
+            f"duration {text!r} is not an ISO 8601 duration of the form PnDTnHnMnS, like PT1H, PT30M or P1DT2H{hint}",
+            setting=setting
         )
     days, hours, minutes, seconds, fraction = match.groups()
     micros = int((fraction or "0").ljust(9, "0")[:6])
@@ -268,7 +276,8 @@ def _epoch_ms(when: datetime) -> int:
     # calendar.timegm keeps the arithmetic exact and in the standard library (pendulum's intervals differ).
     millis = calendar.timegm(when.utctimetuple()) * 1000 + when.microsecond // 1000
     if millis < 0:
-        raise OffsetPlanError(f"time {when.isoformat()} is before 1970; Kafka timestamps start at the epoch")
+        raise OffsetPlanError(f"time {when.isoformat()} is before 1970; Kafka timestamps start at the epoch",
+                              setting="value")
     return millis
 
 
@@ -296,14 +305,14 @@ class Scope:
             if topic not in partitions_by_topic:
                 raise OffsetPlanError(
                     f"scope names topic {topic!r}, which is not one of the job's topics "
-                    f"({', '.join(sorted(partitions_by_topic)) or 'none'}); fix the topic name"
+                    f"({', '.join(sorted(partitions_by_topic)) or 'none'}); fix the topic name", setting="scope"
                 )
             count = partitions_by_topic[topic]
             unknown = sorted(p for p in partitions or () if p >= count)
             if unknown:
                 raise OffsetPlanError(
                     f"scope names partition(s) {', '.join(map(str, unknown))} of topic {topic!r}, which has "
-                    f"{count} partitions (0..{count - 1}); fix the partition numbers"
+                    f"{count} partitions (0..{count - 1}); fix the partition numbers", setting="scope"
                 )
             selected.update(TopicPartition(topic, p) for p in (range(count) if partitions is None else partitions))
         return selected
@@ -320,18 +329,19 @@ def parse_scope(specs: str | Sequence[str] | None) -> Scope:
         if not spec:
             if len(items) == 1:
                 return Scope()
-            raise OffsetPlanError("empty topic in the scope; give 'topic' or 'topic:0,1'")
+            raise OffsetPlanError("empty topic in the scope; give 'topic' or 'topic:0,1'", setting="scope")
         topic, sep, parts = spec.partition(":")
         topic = topic.strip()
         if not topic:
-            raise OffsetPlanError(f"scope {spec!r} has no topic name; write 'topic' or 'topic:0,1'")
+            raise OffsetPlanError(f"scope {spec!r} has no topic name; write 'topic' or 'topic:0,1'", setting="scope")
         if not sep:
             topics[topic] = None
             continue
         numbers = [p.strip() for p in parts.split(",")]
         if not parts.strip() or any(not re.fullmatch(r"[0-9]+", p) for p in numbers):
             raise OffsetPlanError(
-                f"scope {spec!r}: partitions must be a comma-separated list of numbers >= 0, like '{topic}:0,1'"
+                f"scope {spec!r}: partitions must be a comma-separated list of numbers >= 0, like '{topic}:0,1'",
+                setting="scope"
             )
         if topic in topics and topics[topic] is None:
             continue  # the whole topic is already selected
@@ -481,17 +491,18 @@ def _listed_partitions(strategy: ResetStrategy, scope: Scope, selected: set[Topi
         if count is None:
             raise OffsetPlanError(
                 f"{strategy.kind} sets {tp}, but {tp.topic!r} is not one of the job's topics "
-                f"({', '.join(sorted(partitions_by_topic)) or 'none'}); remove that line or fix the topic"
+                f"({', '.join(sorted(partitions_by_topic)) or 'none'}); remove that line or fix the topic",
+                setting="value"
             )
         if tp.partition >= count:
             raise OffsetPlanError(
                 f"{strategy.kind} sets {tp}, but topic {tp.topic!r} has {count} partitions (0..{count - 1}); "
-                "remove that line or fix the partition"
+                "remove that line or fix the partition", setting="value"
             )
         if tp not in selected:
             raise OffsetPlanError(
                 f"{strategy.kind} sets {tp}, which is outside the scope {scope.describe()!r}; "
-                "widen the scope or remove that line"
+                "widen the scope or remove that line", setting=("scope", "value")
             )
     return listed
 
@@ -529,7 +540,7 @@ def _planned_row(tp: TopicPartition, strategy: ResetStrategy, inputs: ResetInput
         if strict:
             raise OffsetPlanError(
                 f"{strategy.kind}: target {requested} for {tp} is {side} {edge} ({why}); choose an offset in "
-                f"[{low}, {high}] or plan without strict to clamp it to {edge}"
+                f"[{low}, {high}] or plan without strict to clamp it to {edge}", setting=("value", "strict")
             )
         target = edge
         warning = f"requested {requested} is {side} {edge} ({why}); clamped to {edge}"

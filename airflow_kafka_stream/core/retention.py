@@ -24,9 +24,10 @@ def expired_savepoints(
 ) -> list[str]:
     """Ids to delete, oldest first. No limit given means nothing expires; ids in ``keep`` never do."""
     if keep_last is not None and keep_last < 1:
-        raise InvalidInputError(f"keep_last must be at least 1 (the newest savepoint is always kept), got {keep_last}")
+        raise InvalidInputError(f"keep_last must be at least 1 (the newest savepoint is always kept), got {keep_last}",
+                                setting="keep_last")
     if max_age is not None and max_age < timedelta(0):
-        raise InvalidInputError(f"max_age must not be negative, got {max_age}")
+        raise InvalidInputError(f"max_age must not be negative, got {max_age}", setting="max_age")
     newest_first = sorted(savepoints, key=lambda item: (item[1], item[0]), reverse=True)
     pinned = set(keep)
     expired = []

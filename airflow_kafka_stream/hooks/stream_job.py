@@ -90,8 +90,8 @@ class StreamJobHook(BaseHook):
         return JobHome(self.job_home, self.storage_options()).status()
 
     def context(self, group: str | None = None, checkpoint: str | None = None, sink_path: str | None = None,
-                need_kafka: bool = True):
-        """The operation context (job home, current checkpoint, Kafka config, group) of the job."""
+                need_kafka: bool = True, sink_kind: str | None = None):
+        """The operation context (job home, current checkpoint, Kafka config, group, sink) of the job."""
         from airflow_kafka_stream.ops.context import build_context
 
         return build_context(
@@ -101,6 +101,7 @@ class StreamJobHook(BaseHook):
             client_config=self.kafka_config() if need_kafka else {},
             storage_options=self.storage_options(),
             sink_path=sink_path,
+            sink_kind=sink_kind,
         )
 
     def test_connection(self) -> tuple[bool, str]:

@@ -11,12 +11,14 @@ from airflow_kafka_stream.core.reset_plan import StrategyKind
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 
 #: Strategies as the CLI names them: kafka-consumer-groups.sh's, plus a savepoint's recorded offsets.
 STRATEGIES = tuple(kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED) + ("to-savepoint",)
 NO_VALUE = ("to-current", "to-earliest", "to-latest")
 
 
+@refusals_name_parameters
 class StreamResetOperator(BaseOperator):
     """Plan, and with ``execute=True`` apply, an offset reset of the job's checkpoint and group.
 
@@ -36,6 +38,8 @@ class StreamResetOperator(BaseOperator):
     :param export: write the plan as CSV (kafka-consumer-groups.sh format) to this path. Templated.
     :param drop_state: start a new checkpoint generation at the targets, dropping operator state.
     :param allow_sink_batch_log: with ``drop_state``, proceed although a file sink logs batch ids.
+    :param sink_kind: ``file``, ``idempotent`` or ``none``, over the sink job.json records (see core.sink).
+    :param sink_path: the file sink's output directory, over the one job.json records.
     :param kafka_conn_id: the ``kafka`` connection of the job's cluster.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param group: the consumer group (default: the job's). Templated.
@@ -49,7 +53,8 @@ class StreamResetOperator(BaseOperator):
                  topics: Sequence[str] | None = None, timezone: str | None = None, strict: bool = False,
                  execute: bool = False, export: str | None = None, drop_state: bool = False,
                  allow_sink_batch_log: bool = False, kafka_conn_id: str = "kafka_default",
-                 storage_conn_id: str | None = None, group: str | None = None, **kwargs: Any) -> None:
+                 storage_conn_id: str | None = None, group: str | None = None, sink_kind: str | None = None,
+                 sink_path: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job_home = job_home
         self.strategy = strategy
@@ -64,6 +69,8 @@ class StreamResetOperator(BaseOperator):
         self.kafka_conn_id = kafka_conn_id
         self.storage_conn_id = storage_conn_id
         self.group = group
+        self.sink_kind = sink_kind
+        self.sink_path = sink_path
         if "{{" not in strategy:
             check_strategy(strategy, value)
 
@@ -81,7 +88,7 @@ class StreamResetOperator(BaseOperator):
         request = reset.ResetRequest(self.strategy, self.value or None, [t for t in as_list(self.topics) if t],
                                      self.timezone, self.strict)
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
-        ctx = hook.context(group=self.group)
+        ctx = hook.context(group=self.group, sink_kind=self.sink_kind, sink_path=self.sink_path)
         if not self.execute_reset:
             plan = reset.plan(ctx, request)
             if self.export:

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.ops.savepoints import check_retention
 
 LATEST = "latest"
@@ -25,6 +26,7 @@ def latest_savepoint(home) -> str:
     return found[-1].id
 
 
+@refusals_name_parameters
 class StreamRestoreOperator(BaseOperator):
     """Start a new checkpoint generation from a savepoint; the job resumes there on its next start.
 
@@ -37,6 +39,8 @@ class StreamRestoreOperator(BaseOperator):
     :param savepoint_id: the savepoint, or ``latest`` (the newest). Templated.
     :param drop_state: seed a fresh checkpoint with the savepoint's offsets, dropping operator state.
     :param allow_sink_batch_log: proceed although a file sink logged the batch ids the generation will write.
+    :param sink_kind: ``file``, ``idempotent`` or ``none``, over the sink job.json records (see core.sink).
+    :param sink_path: the file sink's output directory, over the one job.json records.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
     :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
     """
@@ -46,7 +50,8 @@ class StreamRestoreOperator(BaseOperator):
 
     def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
                  allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
-                 enabled: bool | str = True, **kwargs: Any) -> None:
+                 enabled: bool | str = True, sink_kind: str | None = None, sink_path: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.enabled = enabled
         if not savepoint_id or not str(savepoint_id).strip():
@@ -56,6 +61,8 @@ class StreamRestoreOperator(BaseOperator):
         self.drop_state = drop_state
         self.allow_sink_batch_log = allow_sink_batch_log
         self.storage_conn_id = storage_conn_id
+        self.sink_kind = sink_kind
+        self.sink_path = sink_path
 
     def execute(self, context: Context) -> dict[str, Any]:
         announce_job_home(self, context, self.job_home)
@@ -68,12 +75,14 @@ class StreamRestoreOperator(BaseOperator):
             raise AirflowSkipException("switched off for this run")
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         chosen = latest_savepoint(home) if self.savepoint_id == LATEST else self.savepoint_id
-        result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log)
+        result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log,
+                         sink_kind=self.sink_kind, sink_path=self.sink_path)
         self.log.info("restored savepoint %s of %s into generation %s (%s)", chosen, self.job_home,
                       result.generation, "state dropped" if self.drop_state else "state kept")
         return result.to_dict()
 
 
+@refusals_name_parameters
 class StreamSavepointHousekeepingOperator(BaseOperator):
     """Delete old savepoints: keep the newest ``keep_last`` and/or those younger than ``max_age``.
 
@@ -98,7 +107,7 @@ class StreamSavepointHousekeepingOperator(BaseOperator):
             raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got "
                                     f"{keep_last!r}", setting="keep_last")
         check_retention(keep_last, max_age)
-        self.max_age_delta = parse_duration(max_age) if max_age else None
+        self.max_age_delta = parse_duration(max_age, "max_age") if max_age else None
         self.job_home = job_home
         self.keep_last = keep_last
         self.max_age = max_age

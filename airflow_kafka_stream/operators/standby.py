@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_kafka_stream.operators.flags import as_flag
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
@@ -15,6 +16,7 @@ from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
 
 
+@refusals_name_parameters
 class StreamStandbyOperator(StreamSubmitOperator):
     """Start ``app_version`` as a warm standby of the running job and wait until it reports READY.
 
@@ -82,6 +84,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
         return standby
 
 
+@refusals_name_parameters
 class UpgradeStopOperator(StreamStopOperator):
     """The upgrade's stop with a savepoint that, with a ready standby and nothing to restore, gives it the go
     at once: the task that would give it next starts seconds later, and those seconds are downtime.
@@ -130,6 +133,7 @@ class UpgradeStopOperator(StreamStopOperator):
         return result
 
 
+@refusals_name_parameters
 class UpgradeSubmitOperator(StreamSubmitOperator):
     """The upgrade's start of the new version: the go to its standby when one is ready, else a cold submit.
 

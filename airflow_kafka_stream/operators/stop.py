@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
@@ -20,6 +21,7 @@ ON_TIMEOUT = ("withdraw", "kill")
 FINAL = ["STOPPED", "FAILED"]
 
 
+@refusals_name_parameters
 class StreamStopOperator(BaseOperator):
     """Ask the job to finish its running micro-batch and stop, wait (briefly here, then deferred), then take a
     savepoint.

@@ -13,6 +13,7 @@ from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
@@ -21,6 +22,7 @@ from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 SUBMISSION_SETTINGS = ("executor_environment", "deploy_mode", "job_home_shared")
 
 
+@refusals_name_parameters
 class StreamSubmitOperator(BaseOperator):
     """Start the job's driver unless this version already runs, then wait until it has committed batches.
 

@@ -36,6 +36,7 @@ from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 from airflow_kafka_stream.operators.flags import as_flag
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
 from airflow_kafka_stream.operators.standby import (
     StreamStandbyOperator,
@@ -52,6 +53,7 @@ ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version",
                                                     "rollback_submit_previous_version")
 
 
+@refusals_name_parameters
 class RollbackStopOperator(StreamStopOperator):
     """Stop the new version for a rollback; skipped when rollback is off, or when the upgrade failed before
     the old version stopped (nothing changed then)."""
@@ -75,6 +77,7 @@ class RollbackStopOperator(StreamStopOperator):
         return super().execute(context)
 
 
+@refusals_name_parameters
 class UpgradeOutcomeOperator(BaseOperator):
     """Decide the upgrade: success when the new version is healthy, else a failure that says what happened."""
 

@@ -11,8 +11,10 @@ from airflow_kafka_stream.core.watchdog import Policy
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 
 
+@refusals_name_parameters
 class StreamWatchdogOperator(BaseOperator):
     """Restart the job when it is dead (FAILED, driver gone) or stuck (running, no batch committed for
     ``stuck_after_seconds`` while records wait), as it was last submitted, with a backoff that doubles per

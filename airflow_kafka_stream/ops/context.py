@@ -35,9 +35,11 @@ def read_properties(path: str) -> dict[str, str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise InvalidInputError(f"cannot read client config file {path}: {exc.strerror}; pass an existing file") from exc
+        raise InvalidInputError(f"cannot read client config file {path}: {exc.strerror}; pass an existing file",
+                                setting="command_config") from exc
     except UnicodeDecodeError as exc:
-        raise InvalidInputError(f"client config file {path} is not UTF-8 text; pass a properties file") from exc
+        raise InvalidInputError(f"client config file {path} is not UTF-8 text; pass a properties file",
+                                setting="command_config") from exc
     props: dict[str, str] = {}
     pending, start = "", 0
     for number, raw in enumerate(text.splitlines(), 1):
@@ -55,12 +57,12 @@ def read_properties(path: str) -> dict[str, str]:
         if match is None:
             raise InvalidInputError(
                 f"{path} line {start}: expected key=value (the line is not shown: it may hold a secret); "
-                "write one setting per line, e.g. security.protocol=SASL_SSL"
+                "write one setting per line, e.g. security.protocol=SASL_SSL", setting="command_config"
             )
         props[match.group(1)] = match.group(2).strip()
     if pending:
         raise InvalidInputError(f"{path} line {start}: the setting ends with a backslash that continues it onto "
-                                "no further line; remove the trailing backslash")
+                                "no further line; remove the trailing backslash", setting="command_config")
     return props
 
 

@@ -46,8 +46,8 @@ def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, g
             raise JobStateError(
                 f"job {home.url} is running (state {status.get('state')}, application "
                 f"{status.get('application_id') or '?'}, heartbeat {status.get('heartbeat') or '?'}); "
-                f"{operation} would corrupt it. Stop it first (the stop operation: `airflow-kafka-stream stop "
-                f"--job-home {home.url}`, or the stop operator)"
+                f"{operation} would corrupt it. Stop it first with the stop operation (the CLI's stop command or the "
+                "stop operator, on this job home), then try again"
             )
     if kafka_config and group:
         from airflow_kafka_stream.kafka.groups import ACTIVE_STATES, group_state

@@ -27,6 +27,7 @@ from airflow_kafka_stream.errors import (
     InvalidInputError,
     JobStateError,
     OperationIncompleteError,
+    Refusals,
     StreamError,
 )
 from airflow_kafka_stream.kafka.control_inputs import plan_job_reset
@@ -124,26 +125,43 @@ def plan(ctx: JobContext, request: ResetRequest, now: datetime | None = None,
 
 
 def _preflight(ctx: JobContext, pos: CheckpointPosition, drop_state: bool, allow_sink_batch_log: bool) -> None:
-    """Every reason to refuse, checked before anything changes (the job was found stopped before)."""
+    """Every reason to refuse, checked before anything changes and named together (the job was found stopped)."""
+    found = Refusals("the reset")
     if pos.in_flight_batch_id is not None:
-        raise JobStateError(
+        found.add(JobStateError(
             f"{pos.url}: batch {pos.in_flight_batch_id} is in flight (planned, not committed); the job is running "
             "or was killed mid-batch. Start it and stop it gracefully, then reset"
-        )
+        ))
     if drop_state:
-        if ctx.home is None:
-            raise InvalidInputError("drop_state starts a new checkpoint generation, which lives in the job home: "
-                                    "give the job home, not a bare checkpoint", setting="job_home")
-        refuse_seeding_several_sources(pos.kafka_sources().indexes, f"checkpoint {pos.url}")
-        ensure_sink_accepts(ctx.sink, 0, allow_sink_batch_log, ctx.storage_options)
+        found.reasons += _drop_state_refusals(ctx, pos, allow_sink_batch_log)
+        found.raise_any()
         return
-    ensure_sink_log_present(ctx.sink, ctx.storage_options)
+    found.check(ensure_sink_log_present, ctx.sink, ctx.storage_options)
     if pos.stateful and pos.state_store_provider != HDFS_PROVIDER:
-        raise JobStateError(
-            f"{pos.url} is stateful with state store {pos.state_store_provider or 'unknown'}: its state cannot be "
-            "carried to a new batch safely. Reset with drop_state to start a new checkpoint generation at the targets "
-            "(operator state is dropped)"
-        )
+        found.add(_state_not_carried(pos, _drop_state_refusals(ctx, pos, allow_sink_batch_log)))
+    found.raise_any()
+
+
+def _drop_state_refusals(ctx: JobContext, pos: CheckpointPosition, allow_sink_batch_log: bool) -> list[StreamError]:
+    """Why a reset with drop_state would be refused (none: it may start a new generation)."""
+    found = Refusals("a reset with drop_state")
+    if ctx.home is None:
+        found.add(InvalidInputError("drop_state starts a new checkpoint generation, which lives in the job home: "
+                                    "give the job home, not a bare checkpoint", setting="job_home"))
+    found.check(refuse_seeding_several_sources, pos.kafka_sources().indexes, f"checkpoint {pos.url}")
+    found.check(ensure_sink_accepts, ctx.sink, 0, allow_sink_batch_log, ctx.storage_options)
+    return found.reasons
+
+
+def _state_not_carried(pos: CheckpointPosition, with_drop_state: list[StreamError]) -> JobStateError:
+    """State a reset cannot carry to an appended batch: the way out is drop_state, and what that would meet too."""
+    text = (f"{pos.url} is stateful with state store {pos.state_store_provider or 'unknown'}: its state cannot be "
+            "carried to a new batch safely. Reset with drop_state to start a new checkpoint generation at the "
+            "targets (operator state is dropped)")
+    if with_drop_state:
+        text += "; with drop_state, this reset would also need: " + " ".join(
+            f"({n}) {reason}" for n, reason in enumerate(with_drop_state, 1))
+    return JobStateError(text, setting=["drop_state", *(name for r in with_drop_state for name in r.settings)])
 
 
 def refuse_seeding_several_sources(kafka_indexes: list[int], what: str) -> None:
@@ -235,8 +253,8 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
         except Exception as exc:  # noqa: BLE001 - after a durable change nothing may read as "nothing changed"
             raise OperationIncompleteError(
                 f"the reset is incomplete: {changed}; then checking the result failed: {exc}. Compare checkpoint "
-                "and group with `airflow-kafka-stream verify`, and align the group with `airflow-kafka-stream "
-                "reset --to-current --execute` if it differs"
+                "and group with a verify, and if they differ align the group with an executed reset to-current "
+                "(strategy to-current, the checkpoint's position)"
             ) from exc
         record["after"] = outcome.to_dict()
         if not outcome.verified:
@@ -258,7 +276,8 @@ def _move_group(ctx: JobContext, targets: PartitionOffsets, changed: str) -> Gro
     except StreamError as exc:
         raise OperationIncompleteError(
             f"the reset is incomplete: {changed}, but consumer group {ctx.group!r} could not follow: {exc}. "
-            "Align the group once it is free with `airflow-kafka-stream reset --to-current --execute`"
+            "Align the group once it is free with an executed reset to-current (strategy to-current, the "
+            "checkpoint's position)"
         ) from exc
     return GroupMove(True, group=ctx.group)
 

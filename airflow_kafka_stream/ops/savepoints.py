@@ -25,7 +25,7 @@ from airflow_kafka_stream.checkpoint.savepoints import (
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
@@ -120,10 +120,13 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
         record["before"] = {"generation": home.current_generation()}
         # Dropping state restarts batch ids at 0; keeping it resumes after the savepoint's batch.
         next_batch = 0 if drop_state else manifest.batch_id + 1
-        ensure_sink_accepts(sink, next_batch, allow_sink_batch_log, home.storage_options)
-        if drop_state:
-            kafka = manifest.kafka_sources().require_any()
-            refuse_seeding_several_sources(kafka.indexes, f"savepoint {savepoint_id}")
+        found = Refusals("the restore")
+        found.check(ensure_sink_accepts, sink, next_batch, allow_sink_batch_log, home.storage_options)
+        kafka = manifest.kafka_sources().require_any() if drop_state else None
+        if kafka is not None:
+            found.check(refuse_seeding_several_sources, kafka.indexes, f"savepoint {savepoint_id}")
+        found.raise_any()
+        if kafka is not None:
             offsets = to_nested(kafka.union())
             gen, checkpoint = home.new_generation("restore-drop-state", start_offsets=offsets,
                                                   from_savepoint=savepoint_id)

@@ -36,7 +36,7 @@ def ensure_sink_log_present(sink: Sink | None, storage_options: dict | None = No
         f"the job's sink is recorded as a file sink at {sink.path}, but that directory has no _spark_metadata batch "
         "log, so the appended batch cannot be logged there. If the query writes with foreachBatch (output replaced "
         "per batch id), set sink_kind to idempotent; if it writes a file sink elsewhere, set sink_path to that "
-        "directory", setting="sink_kind"
+        "directory", setting=("sink_kind", "sink_path")
     )
 
 

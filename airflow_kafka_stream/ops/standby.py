@@ -194,7 +194,7 @@ def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Ma
             raise JobStateError(
                 f"upgrade of {home.url} to version {handle.app_version}: {reason}. A standby does not take over a job "
                 "that stopped by itself unless told to: it was ended. Find out why the job stopped, then upgrade "
-                "again, or allow the takeover (takeover_stopped)")
+                "again, or allow the takeover (takeover_stopped)", setting="takeover_stopped")
         running, status = job_is_running(home, now)
         if running:
             raise JobStateError(f"job {home.url} still runs (state {(status or {}).get('state')}); the standby "

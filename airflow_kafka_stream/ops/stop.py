@@ -177,7 +177,8 @@ def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
     raise JobStateError(
         f"job {home.url} did not stop within {timeout:.0f}s: the running batch has not finished. The stop "
         f"request was withdrawn and the job keeps running ({ack}; last committed batch {_batch(status)}). "
-        "Retry with a larger timeout, or with on_timeout=kill to cancel the running batch"
+        "Retry with a larger timeout, or with on_timeout=kill to cancel the running batch",
+        setting=("timeout", "on_timeout")
     )
 
 

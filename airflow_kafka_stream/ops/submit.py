@@ -97,7 +97,7 @@ def recorded_submission(home: JobHome, app_version: str) -> dict[str, Any]:
         found = None
     if not isinstance(found, dict):
         raise JobStateError(f"job {home.url} has no recorded submission of version {app_version}; submit that "
-                            "version with its application and arguments instead")
+                            "version with its application and arguments instead", setting="application")
     return found
 
 

@@ -30,7 +30,8 @@ def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: dat
     group looks behind or missing: the last look is reported as it is.
     """
     now = now or datetime.now(UTC)
-    stall_after = parse_duration(stall_threshold) if isinstance(stall_threshold, str) else stall_threshold
+    stall_after = (parse_duration(stall_threshold, "stall_threshold") if isinstance(stall_threshold, str)
+                   else stall_threshold)
     seeded = unstarted(ctx)
     if seeded is not None:
         # No query ran on this generation yet: the job will resume at its seeded offsets.

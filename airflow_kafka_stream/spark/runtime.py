@@ -112,11 +112,11 @@ class StreamConfig:
         if not self.job_name:
             raise InvalidInputError("the job needs a name (StreamConfig.job_name); it appears in the status file")
         if not self.bootstrap_servers:
-            raise InvalidInputError("bootstrap servers are required: pass --bootstrap host:9092")
+            raise InvalidInputError("bootstrap servers are required: set bootstrap_servers, e.g. host:9092")
         if not self.group_id:
-            raise InvalidInputError("a consumer group is required for offset commits: pass --group NAME")
+            raise InvalidInputError("a consumer group is required for offset commits: set group_id")
         if bool(self.topics) == bool(self.subscribe_pattern):
-            raise InvalidInputError("give exactly one of topics (--topic NAME) or a subscribe pattern")
+            raise InvalidInputError("give exactly one of topics or subscribe_pattern")
         if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
             raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
         if not self.clock_skew_seconds >= 0:
@@ -485,7 +485,7 @@ class StreamRuntime:
             raise JobStateError(
                 f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
                 f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "
-                f"corrupt it. Stop it first: airflow-kafka-stream stop --job-home {self.home.url}"
+                f"corrupt it. Stop it first with the stop operation on job home {self.home.url}"
             )
 
     def _record_submission(self) -> None:
@@ -670,7 +670,7 @@ class StreamRuntime:
         self._wake_status.set()
         log.warning("job %s: still draining %.0fs after the stop request: the running batch has not finished. "
                     "The job keeps draining; withdraw the request to keep it running, or stop it with "
-                    "--on-timeout kill", self.config.job_name, self.config.drain_timeout_seconds)
+                    "on_timeout kill", self.config.job_name, self.config.drain_timeout_seconds)
 
     def _stop_request(self) -> dict[str, Any] | None:
         """The standing stop request (``control/stop``), or None; SIGTERM writes one."""

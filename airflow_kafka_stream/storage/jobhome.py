@@ -185,25 +185,25 @@ class JobHome:
         """URL of a generation's checkpoint (the current one by default)."""
         gen = generation if generation is not None else self.current_generation()
         if gen is None:
-            raise JobStateError(self._no_generation_message())
+            raise self._no_generation_error()
         return self.url_of("checkpoints", f"{gen:0{GENERATION_WIDTH}d}")
 
-    def _no_generation_message(self) -> str:
+    def _no_generation_error(self) -> JobStateError:
         """Why there is no current generation, and the way out (a directory without its record is not one)."""
         unrecorded = self.abandoned_generations()
         if not unrecorded:
-            return (f"job home {self.url} has no checkpoint generation yet (no generations/NNNN.json record); "
-                    "start the job first, or restore a savepoint")
+            return JobStateError(f"job home {self.url} has no checkpoint generation yet (no generations/NNNN.json "
+                                 "record); start the job first, or restore a savepoint")
         names = ", ".join(f"{n:0{GENERATION_WIDTH}d}" for n in unrecorded)
         last = f"{unrecorded[-1]:0{GENERATION_WIDTH}d}"
-        return (
+        return JobStateError(
             f"job home {self.url} has no current checkpoint generation: checkpoints/{names} exist(s) but "
             f"generations/{last}.json, the record that makes a generation current (written last, when it was "
             "complete), is missing, so it is an interrupted restore or a directory put there by hand. To resume "
             f"from checkpoints/{last}, write generations/{last}.json as "
             f'{{"generation": {int(last)}, "reason": "submit", "start_offsets": null}} after checking it with '
-            f"`airflow-kafka-stream checkpoint fsck --checkpoint {self.url_of('checkpoints', last)}`; otherwise "
-            "delete the directory and restore a savepoint (or start the job afresh)"
+            f"a checkpoint fsck of {self.url_of('checkpoints', last)}; otherwise "
+            "delete the directory and restore a savepoint (or start the job afresh)", setting="checkpoint"
         )
 
     def generation_info(self, generation: int) -> dict[str, Any] | None:
@@ -287,8 +287,8 @@ class JobHome:
                 f"job home {self.url} is locked by {held.get('holder', '?')} for "
                 f"{held.get('operation', '?')} since {held.get('acquired_at', '?')}"
                 + (f" from host {held.get('host')}, whose processes cannot be checked from here" if elsewhere else "")
-                + "; wait for that operation to finish, or, if its process died, release it with "
-                f"`airflow-kafka-stream unlock --job-home {self.url}`"
+                + "; wait for that operation to finish, or, if its process died, release it with the unlock "
+                f"operation (the CLI's unlock command) on job home {self.url}"
             )
         try:
             yield info

@@ -134,7 +134,7 @@ def test_a_generation_directory_without_its_record_names_the_missing_record(caps
         assert result.code == 2, result.out
         assert "checkpoints/0001 exist(s) but generations/0001.json" in result.err
         assert "checkpoints/ is empty" not in result.err
-        assert "checkpoint fsck --checkpoint" in result.err
+        assert "checkpoint fsck of" in result.err and "[checkpoint: --checkpoint]" in result.err
     (job_home / "checkpoints" / "0001").rmdir()
     empty = cli(capsys, "checkpoint", "--job-home", str(job_home))
     assert empty.code == 2 and "no checkpoint generation yet" in empty.err

@@ -46,4 +46,4 @@ def test_refusal_names_the_state_and_the_way_out(tmp_path):
     with pytest.raises(JobStateError) as err:
         ensure_not_running(home, operation="an offset reset", now=NOW)
     message = str(err.value)
-    assert "RUNNING" in message and "local-1" in message and "airflow-kafka-stream stop" in message
+    assert "RUNNING" in message and "local-1" in message and "stop operation" in message
