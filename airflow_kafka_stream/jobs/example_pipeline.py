@@ -62,9 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--starting-offsets", default="earliest",
                         help="earliest, latest, group or offsets JSON; used only on a fresh checkpoint")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="upper bound on records per batch")
-    parser.add_argument("--read-mode", choices=("executors", "driver"), default="executors",
-                        help="where batches are read: Spark tasks on the executors, or the driver while it plans "
-                        "them (small batches; needs --max-offsets-per-trigger; see docs/source.md)")
+    parser.add_argument("--read-mode", choices=("auto", "executors", "driver"), default="auto",
+                        help="where batches are read: auto (small batches on the driver while it plans them, large "
+                        "ones by Spark tasks), every batch by Spark tasks on the executors, or every batch on the "
+                        "driver (needs --max-offsets-per-trigger); see docs/source.md")
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)

@@ -1,76 +1,176 @@
-"""``readMode=driver``: the driver reads each small batch while it plans it, and no Python task runs.
+"""Reading a batch on the driver while Spark plans it, so that no Python task runs.
 
 A Python task costs Spark tens of milliseconds before it reads a record (a Python worker, the
 pickled reader, an Arrow stream back to the JVM), more than reading a few hundred records from
-Kafka. PySpark's ``SimpleDataSourceStreamReader`` avoids the task: Spark asks it for the latest
-offset, it reads the records up to that offset in the same call, and PySpark sends them to the
-JVM with the batch's plan; the batch's task reads them from Spark's block manager. This class is
-that reader for ``kafka_stream``. It plans exactly as the executors' reader does (the same
-object does the planning: start position, read limit, drain, data loss, availableNow), then
-reads the planned ranges with the same range reader, so what a batch holds does not depend on
-the mode.
+Kafka. PySpark has a driver-side read for that: when a reader's planning call hands back the
+batch's records, PySpark sends them to the JVM with the plan, the JVM puts them in its block
+manager, and the batch's single task reads them from there. The JVM decides this per batch
+(records handed back: one cached partition; none: ordinary Python tasks), and PySpark asks a
+reader for records only when it is its driver-side wrapper (``_SimpleStreamReaderWrapper``).
 
-A batch Spark must read again (a query restarted with a planned but uncommitted batch) is not
-in the driver's memory any more: PySpark then reads it in a task through ``readBetweenOffsets``,
-which reads the ranges as the executors' reader would. Offsets and their text in the checkpoint
-are the same in both modes, so a query may switch modes across restarts.
+So :class:`KafkaDriverReader` is such a wrapper, and places each batch by the query's rule
+(read_placement.py): it plans the batch exactly as the executors' reader does (the same object
+does the planning: start position, read limit, drain, data loss, availableNow), then either
+reads the planned ranges on the driver with the same range reader, or hands Spark the same tasks
+the executors' reader would. What a batch holds never depends on where it was read, and a
+checkpoint may move between modes at any restart.
+
+A batch Spark must run again after a restart (planned, not committed) is not in a new driver's
+memory: Spark asks for its partitions without planning it, and tasks read it from the
+checkpoint's offsets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import SimpleDataSourceStreamReader
-from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
+from pyspark.sql.streaming.datasource import ReadLimit
 
 from airflow_kafka_stream.spark.arrow_rows import read_range
-from airflow_kafka_stream.spark.source import KafkaStreamReader
-from airflow_kafka_stream.spark.source_options import SourceOptions
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.read_placement import ReadPlacement
+from airflow_kafka_stream.spark.source import KafkaRange, KafkaStreamReader, parse_offsets
+
+log = logging.getLogger(__name__)
 
 #: Partitions of one batch the driver reads at once. A small range's read is mostly waiting for the
 #: consumer's connection and first fetch, which librdkafka and the C reader do without the GIL.
 READ_THREADS = 8
 
+#: Batches read on the driver and not yet handed to Spark: Spark plans one batch at a time, so
+#: more than this means batches were planned and never run (a stopped query); the oldest go.
+MAX_PREFETCHED = 2
 
-class KafkaDriverReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Plans a batch and reads its records in one call, on the driver."""
 
-    def __init__(self, options: SourceOptions) -> None:
-        self.planner = KafkaStreamReader(options)
+@dataclass
+class _Prefetched:
+    """A planned batch read on the driver, waiting for Spark to ask for its partitions."""
+
+    start: dict
+    end: dict
+    ranges: tuple[OffsetRange, ...]
+    batches: list[pa.RecordBatch]
+
+
+class KafkaDriverReader(_SimpleStreamReaderWrapper):
+    """Plans each batch, and reads it on the driver when the placement rule says so."""
+
+    def __init__(self, planner: KafkaStreamReader, placement: ReadPlacement) -> None:
+        # PySpark's runner asks ``simple_reader`` whether availableNow is supported and prepares it there.
+        super().__init__(planner)  # type: ignore[arg-type]
+        self.planner = planner
+        self.placement = placement
+        self._prefetched: list[_Prefetched] = []
+
+    # -- planning (the driver's Python process that serves the source to Spark) ----------------
 
     def initialOffset(self) -> dict:
         return self.planner.initialOffset()
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.planner.prepareForTriggerAvailableNow()
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return self.planner.getDefaultReadLimit()
 
-    def read(self, start: dict) -> tuple[Iterator[pa.RecordBatch], dict]:
-        end = self.planner.latestOffset(start, self.planner.getDefaultReadLimit())
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        end = self.planner.latestOffset(start, limit)
         if end is start:  # nothing new, or draining: Spark's own object goes back (see offsets_text)
-            return iter(()), start
-        # All of it now: PySpark keeps the iterator until the batch is planned and copies it, which a
-        # generator does not survive; maxOffsetsPerTrigger bounds what is held.
-        return iter(self._read_side_by_side(start, end)), end
+            return start
+        ranges = self._ranges(start, end)
+        if self.placement.on_driver(sum(rng.size for rng in ranges)):
+            batches = self._read_side_by_side(ranges, self.placement.byte_budget)
+            if batches is not None:
+                self._prefetched = [*self._prefetched, _Prefetched(start, end, ranges, batches)][-MAX_PREFETCHED:]
+        return end
 
-    def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
-        return self._records(start, end)
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        entry = self._find(start, end)
+        if entry is not None:
+            return [KafkaRange(entry.ranges)]  # Spark's driver-side read takes exactly one partition
+        return self.planner.partitions(start, end)
+
+    def getCache(self, start: dict, end: dict) -> Iterator[pa.RecordBatch] | None:
+        """The batch's records when they were read on the driver; None: Spark runs the planned tasks."""
+        entry = self._find(start, end)
+        if entry is None:
+            return None
+        # Spark keeps them in its block manager from here on (and asks no more for this batch).
+        self._prefetched.remove(entry)
+        return iter(entry.batches)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: group offsets are committed by the job runtime after Spark's own commit."""
+        """Nothing to commit (the job runtime commits group offsets); batches up to ``end`` are done."""
+        done = parse_offsets(end)
+        self._prefetched = [entry for entry in self._prefetched if parse_offsets(entry.end) != done]
 
-    def _read_side_by_side(self, start: dict, end: dict) -> list[pa.RecordBatch]:
-        """The batch's records, its partitions read in threads, in the order of the plan."""
+    def reportLatestOffset(self) -> dict | None:
+        return self.planner.reportLatestOffset()
+
+    def stop(self) -> None:
+        self._prefetched = []
+        self.planner.stop()
+
+    # -- reading (executors, for batches the driver did not read) -----------------------------
+
+    def read(self, partition: KafkaRange) -> Iterator:  # type: ignore[override]
+        return self.planner.read(partition)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _ranges(self, start: dict, end: dict) -> tuple[OffsetRange, ...]:
+        return tuple(rng for task in self.planner.partitions(start, end) for rng in task.ranges)
+
+    def _find(self, start: dict, end: dict) -> _Prefetched | None:
+        begin, finish = parse_offsets(start), parse_offsets(end)
+        for entry in self._prefetched:
+            if parse_offsets(entry.start) == begin and parse_offsets(entry.end) == finish:
+                return entry
+        return None
+
+    def _read_side_by_side(self, ranges: Sequence[OffsetRange], byte_budget: int | None) -> list[pa.RecordBatch] | None:
+        """The batch's records in the order of the plan, its partitions read in threads; None when they
+        grew past ``byte_budget`` (the batch is then read by tasks, and the driver holds nothing of it)."""
         options = self.planner.options
-        ranges = [(rng, task.topic_ids.get(rng.topic)) for task in self.planner.partitions(start, end)
-                  for rng in task.ranges]
+        budget = _Budget(byte_budget)
+
+        def read_one(rng: OffsetRange) -> list[pa.RecordBatch]:
+            part = []
+            for batch in read_range(options, rng):
+                if not budget.take(batch.nbytes):
+                    return []  # closing the generator closes its consumer
+                part.append(batch)
+            return part
+
         if len(ranges) <= 1:
-            return [batch for rng, topic_id in ranges for batch in read_range(options, rng, topic_id)]
-        with ThreadPoolExecutor(min(READ_THREADS, len(ranges)), thread_name_prefix="kafka_stream-read") as pool:
-            parts = list(pool.map(lambda item: list(read_range(options, *item)), ranges))
+            parts = [read_one(rng) for rng in ranges]
+        else:
+            with ThreadPoolExecutor(min(READ_THREADS, len(ranges)), thread_name_prefix="kafka_stream-read") as pool:
+                parts = list(pool.map(read_one, ranges))
+        if budget.exceeded:
+            log.info("kafka_stream: a batch of %d records grew past %d bytes while read on the driver; "
+                     "Spark tasks read it", sum(r.size for r in ranges), byte_budget)
+            return None
         return [batch for part in parts for batch in part]
 
-    def _records(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
-        for task in self.planner.partitions(start, end):
-            yield from self.planner.read(task)
+
+class _Budget:
+    """Bytes read so far by a batch's threads, against a limit (None: no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+        self.exceeded = False
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        if self.limit is None:
+            return True
+        with self._lock:
+            self.used += size
+            self.exceeded = self.exceeded or self.used > self.limit
+            return not self.exceeded

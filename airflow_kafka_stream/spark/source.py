@@ -26,8 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
-from pyspark.errors import PySparkNotImplementedError
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
@@ -44,6 +43,7 @@ from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.spark import arrow_rows, offsets_text
+from airflow_kafka_stream.spark.native_reader import native_unavailable_reason
 from airflow_kafka_stream.spark.offset_ranges import (
     OffsetRange,
     find_lost_offsets,
@@ -51,9 +51,11 @@ from airflow_kafka_stream.spark.offset_ranges import (
     plan_ranges,
     rate_limit,
 )
+from airflow_kafka_stream.spark.read_placement import ReadPlacement, read_placement
 from airflow_kafka_stream.spark.source_options import (
     ASSIGN,
-    READ_ON_DRIVER,
+    READ_AUTO,
+    READ_ON_EXECUTORS,
     START_EARLIEST,
     START_GROUP,
     START_LATEST,
@@ -106,20 +108,26 @@ class KafkaStreamDataSource(DataSource):
     def schema(self) -> StructType:
         return source_schema(self.parsed.include_headers)
 
-    def streamReader(self, schema: StructType) -> KafkaStreamReader:
-        if self.parsed.read_mode == READ_ON_DRIVER:
-            # PySpark's way of choosing the simple (driver-side) reader: it calls simpleStreamReader next.
-            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
         # connector does (compact JSON), without changing the text of offsets Spark already holds.
         offsets_text.install_in_runner()
-        return KafkaStreamReader(self.parsed)
-
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        planner = KafkaStreamReader(self.parsed)
+        placement = placement_of(self.parsed)
+        if placement.mode == READ_ON_EXECUTORS:
+            return planner
         from airflow_kafka_stream.spark.driver_reader import KafkaDriverReader
 
-        offsets_text.install_in_runner()
-        return KafkaDriverReader(self.parsed)
+        return KafkaDriverReader(planner, placement)
+
+
+def placement_of(options: SourceOptions) -> ReadPlacement:
+    """Where this process's query reads its batches (the C reader's presence decides readMode=auto's
+    fallback, so it is looked at only then)."""
+    missing = None
+    if options.read_mode == READ_AUTO and options.native_reader and not options.include_headers:
+        missing = native_unavailable_reason()
+    return read_placement(options, missing)
 
 
 class KafkaRange(InputPartition):

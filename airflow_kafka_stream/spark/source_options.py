@@ -37,10 +37,14 @@ How to read:
   ``minRecordsPerTask``  without minPartitions and maxRecordsPerPartition, partitions' ranges
                          smaller than this share a Spark task (50000; 1: a task per partition):
                          a Python task costs tens of milliseconds before it reads a record.
-  ``readMode``           ``executors`` (default): each batch's ranges are read by Spark tasks on the
-                         executors; ``driver``: the driver reads each batch while it plans it and hands
-                         Spark the records with the plan, so no Python task runs (small batches only:
-                         needs ``maxOffsetsPerTrigger``; see driver_reader.py and docs/source.md).
+  ``readMode``           where a batch is read. ``auto`` (default): batches of at most
+                         ``driverReadMaxRecords`` records are read by the driver while it plans them (no
+                         Python task runs: the engine's pace for small batches), larger ones by Spark tasks
+                         on the executors (see read_placement.py); ``driver``: every batch on the driver
+                         (needs ``maxOffsetsPerTrigger``); ``executors``: every batch by Spark tasks.
+  ``driverReadMaxRecords``  with readMode=auto, the largest batch the driver reads itself (20000).
+  ``driverReadMaxBytes``  with readMode=auto, the most a driver-read batch may hold in the driver's memory
+                         (67108864, 64 MiB); a batch that grows past it while read is read again by tasks.
   ``failOnDataLoss``     ``true`` (default): fail when offsets the query needs are gone
                          (retention, recreated topic); ``false``: log it and go on from the
                          earliest available offset.
@@ -100,9 +104,14 @@ DEFAULT_CACHE_TIMEOUT_MS = 300_000
 DEFAULT_MIN_RECORDS_PER_TASK = 50_000
 #: An idle query's looks at the topics, at most one per this many ms (Spark asks every 10 ms).
 DEFAULT_IDLE_POLL_INTERVAL_MS = 100
+#: readMode=auto: the largest batch, in records and in bytes, the driver reads while it plans it.
+DEFAULT_DRIVER_READ_MAX_RECORDS = 20_000
+DEFAULT_DRIVER_READ_MAX_BYTES = 64 * 1024 * 1024
 
+READ_AUTO = "auto"
 READ_ON_EXECUTORS = "executors"
 READ_ON_DRIVER = "driver"
+READ_MODES = (READ_AUTO, READ_ON_DRIVER, READ_ON_EXECUTORS)
 
 #: Every option this source reads, in the spelling the documentation uses.
 KNOWN_OPTIONS = (
@@ -120,6 +129,8 @@ KNOWN_OPTIONS = (
     "maxRecordsPerPartition",
     "minRecordsPerTask",
     "readMode",
+    "driverReadMaxRecords",
+    "driverReadMaxBytes",
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
@@ -216,7 +227,10 @@ class SourceOptions:
     cache_timeout_ms: int = DEFAULT_CACHE_TIMEOUT_MS
     allow_python_fallback: bool = False
     idle_poll_interval_ms: int = DEFAULT_IDLE_POLL_INTERVAL_MS
-    read_mode: str = READ_ON_EXECUTORS
+    #: Where batches are read: ``auto`` (small ones on the driver), ``driver`` or ``executors``.
+    read_mode: str = READ_AUTO
+    driver_read_max_records: int = DEFAULT_DRIVER_READ_MAX_RECORDS
+    driver_read_max_bytes: int = DEFAULT_DRIVER_READ_MAX_BYTES
 
     @property
     def bootstrap_servers(self) -> str:
@@ -252,15 +266,17 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         allow_python_fallback=_boolean(opts, "kafkaConsumer.allowPythonFallback", False),
         idle_poll_interval_ms=_non_negative_int(opts, "idlePollIntervalMs", DEFAULT_IDLE_POLL_INTERVAL_MS),
         read_mode=read_mode,
+        driver_read_max_records=_positive_int(opts, "driverReadMaxRecords") or DEFAULT_DRIVER_READ_MAX_RECORDS,
+        driver_read_max_bytes=_positive_int(opts, "driverReadMaxBytes") or DEFAULT_DRIVER_READ_MAX_BYTES,
     )
 
 
 def _read_mode(opts: Mapping[str, str]) -> str:
     """``readMode``, with the options a driver read cannot honour refused (a driver read is one task's worth)."""
-    mode = (_text(opts, "readMode") or READ_ON_EXECUTORS).lower()
-    if mode not in (READ_ON_EXECUTORS, READ_ON_DRIVER):
-        raise InvalidInputError(f"option readMode must be executors or driver, got {mode!r}")
-    if mode == READ_ON_EXECUTORS:
+    mode = (_text(opts, "readMode") or READ_AUTO).lower()
+    if mode not in READ_MODES:
+        raise InvalidInputError(f"option readMode must be auto, driver or executors, got {mode!r}")
+    if mode != READ_ON_DRIVER:
         return mode
     if _positive_int(opts, "maxOffsetsPerTrigger") is None:
         raise InvalidInputError(

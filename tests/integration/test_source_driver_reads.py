@@ -148,30 +148,70 @@ def test_a_query_with_a_driver_read_and_an_executor_read_source(spark, kafka_boo
     assert lines == [f'{{"{topic}":{{"0":5,"1":3}}}}', f'{{"{other}":{{"0":4}}}}']
 
 
-def test_the_driver_lets_go_of_each_batch_once_spark_commits_it(kafka_bootstrap, topic):
-    """PySpark's wrapper keeps every read batch until Spark commits one whose offsets it finds by their
-    JSON text: were the texts to differ, the driver would hold every batch it ever read."""
-    from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
+def test_the_driver_lets_go_of_each_batch_once_spark_takes_it(kafka_bootstrap, topic):
+    """The driver holds a batch it read only until Spark takes its records; a batch planned and never run
+    (a stopped query) goes at the next commit, and never more than MAX_PREFETCHED are held."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    from airflow_kafka_stream.spark.driver_reader import KafkaDriverReader
+    from airflow_kafka_stream.spark.driver_reader import MAX_PREFETCHED
     from airflow_kafka_stream.spark.offsets_text import OffsetsJson
-    from airflow_kafka_stream.spark.source_options import parse_source_options
+    from airflow_kafka_stream.spark.source import KafkaStreamDataSource
 
-    options = parse_source_options({"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
-                                    "startingOffsets": "earliest", "maxOffsetsPerTrigger": "2", "readMode": "driver"})
-    wrapper = _SimpleStreamReaderWrapper(KafkaDriverReader(options))
-    start = OffsetsJson.loads(OffsetsJson.dumps(wrapper.initialOffset()))  # as the JVM hands it back
+    reader = KafkaStreamDataSource({"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
+                                    "startingOffsets": "earliest", "maxOffsetsPerTrigger": "2"}).streamReader(None)
+    as_spark = lambda offsets: OffsetsJson.loads(OffsetsJson.dumps(offsets))  # noqa: E731 - as the JVM hands it back
+    start = as_spark(reader.initialOffset())
     read = 0
-    for _ in range(4):
-        end = OffsetsJson.loads(OffsetsJson.dumps(wrapper.latestOffset(start, ReadAllAvailable())))
-        wrapper.partitions(start, end)
-        read += sum(batch.num_rows for batch in wrapper.getCache(start, end))
-        wrapper.commit(end)
-        assert len(wrapper.cache) == 1, "batches before the committed one must be let go"
+    for _ in range(3):
+        end = as_spark(reader.latestOffset(start, ReadMaxRows(2)))
+        assert len(reader.partitions(start, end)) == 1  # read on the driver: one partition, held by Spark
+        read += sum(batch.num_rows for batch in reader.getCache(start, end))
+        assert reader._prefetched == [], "Spark holds the records now: the driver must let go of them"
+        reader.commit(end)
         start = end
-    assert read == 8
-    assert wrapper.latestOffset(start, ReadAllAvailable()) is start  # nothing new: Spark's own object back
+    assert read == 6
+    produce(kafka_bootstrap, topic, [(None, "c0")], partition=1)  # 3 records left: 3 batches of 1
+    planned = [start]
+    for _ in range(MAX_PREFETCHED + 1):  # planned, never run: the query stopped
+        planned.append(as_spark(reader.latestOffset(planned[-1], ReadMaxRows(1))))
+    start = planned[-1]
+    assert len(reader._prefetched) == MAX_PREFETCHED
+    assert reader.getCache(planned[0], planned[1]) is None, "the oldest goes; tasks would read it"
+    assert reader.getCache(planned[1], planned[2]) is not None
+    reader.commit(planned[2])
+    assert [e.end for e in reader._prefetched] == [planned[3]]
+    assert reader.latestOffset(start, ReadMaxRows(2)) is start  # nothing new: Spark's own object back
+
+
+def test_readmode_auto_reads_small_batches_on_the_driver_and_large_ones_in_tasks(spark, kafka_bootstrap, tmp_path):
+    """Without readMode, the batch's planned size decides: a large batch (a catch-up) in Spark tasks, one
+    per Kafka partition here, the small batches of a job that keeps up on the driver (one partition of
+    records Spark took from the driver), and a batch that outgrows the byte budget while read in tasks.
+    Every batch holds the same records wherever it was read."""
+    name = create_topic(kafka_bootstrap, unique("drv-auto"), 2)
+    for partition in (0, 1):
+        produce(kafka_bootstrap, name, [(None, f"old{partition}-{i}") for i in range(4)], partition=partition)
+    seen: list[tuple[int, list]] = []
+
+    def keep(batch, _batch_id):
+        rows = sorted((r.partition, r.offset, r.value) for r in batch.collect())
+        seen.append((batch.rdd.getNumPartitions(), rows))
+
+    def run(checkpoint: Path, **options: str) -> None:
+        df = stream(spark, kafka_bootstrap, subscribe=name, startingOffsets="earliest", minRecordsPerTask="1",
+                    driverReadMaxRecords="5", **options)
+        run_to_end(df.writeStream.foreachBatch(keep), checkpoint)
+
+    run(tmp_path / "auto")
+    assert seen == [(2, [(p, o, f"old{p}-{o}".encode()) for p in (0, 1) for o in range(4)])]
+    produce(kafka_bootstrap, name, [(None, "new0")], partition=0)
+    produce(kafka_bootstrap, name, [(None, "new1")], partition=1)
+    run(tmp_path / "auto")
+    assert seen[1] == (1, [(0, 4, b"new0"), (1, 4, b"new1")])
+    produce(kafka_bootstrap, name, [(None, "big0")], partition=0)
+    produce(kafka_bootstrap, name, [(None, "big1")], partition=1)
+    run(tmp_path / "auto", driverReadMaxBytes="1")
+    assert seen[2] == (2, [(0, 5, b"big0"), (1, 5, b"big1")])
 
 
 def test_a_stateful_query_reading_on_the_driver_replays_into_its_state_exactly(spark, kafka_bootstrap, topic, tmp_path):

@@ -110,7 +110,8 @@ def test_defaults_and_kafka_passthrough():
     assert parse_source_options({**BOOT, "subscribe": "a", "kafkaConsumer.nativeReader": "false"}).native_reader is False
     assert parsed.idle_poll_interval_ms == 100
     assert parse_source_options({**BOOT, "subscribe": "a", "idlePollIntervalMs": "0"}).idle_poll_interval_ms == 0
-    assert parsed.read_mode == "executors"
+    assert parsed.read_mode == "auto"  # the default: small batches on the driver (read_placement.py)
+    assert (parsed.driver_read_max_records, parsed.driver_read_max_bytes) == (20_000, 64 * 1024 * 1024)
     driver = parse_source_options({**BOOT, "subscribe": "a", "readMode": "Driver", "maxOffsetsPerTrigger": "500"})
     assert driver.read_mode == "driver"
 
@@ -181,7 +182,7 @@ def test_defaults_and_kafka_passthrough():
                      id="idle-poll-not-integer"),
         pytest.param({**BOOT, "subscribe": "a", "idlePollIntervalMs": "\u00b2"}, "0 or more, got '\u00b2'",
                      id="idle-poll-unicode-digit"),
-        pytest.param({**BOOT, "subscribe": "a", "readMode": "tasks"}, "readMode must be executors or driver, got 'tasks'",
+        pytest.param({**BOOT, "subscribe": "a", "readMode": "tasks"}, "readMode must be auto, driver or executors, got 'tasks'",
                      id="read-mode-unknown"),
         pytest.param({**BOOT, "subscribe": "a", "readMode": "driver"},
                      "readMode=driver reads every batch into the driver's memory.*set maxOffsetsPerTrigger",
