@@ -159,7 +159,7 @@ def _state_not_carried(pos: CheckpointPosition, with_drop_state: list[StreamErro
             "carried to a new batch safely. Reset with drop_state to start a new checkpoint generation at the "
             "targets (operator state is dropped)")
     if with_drop_state:
-        text += "; with drop_state, this reset would also need: " + " ".join(
+        text += "; with drop_state it would then be refused for this too: " + " ".join(
             f"({n}) {reason}" for n, reason in enumerate(with_drop_state, 1))
     return JobStateError(text, setting=["drop_state", *(name for r in with_drop_state for name in r.settings)])
 

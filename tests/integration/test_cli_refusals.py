@@ -141,6 +141,7 @@ class Case:
     recorded: str | None = None  # the history operation a refusal under the lock records
     extra: dict = field(default_factory=dict)
     hidden: str | None = None  # a secret the message must not repeat
+    flags: tuple[str, ...] = ()  # the CLI options the message must name as the way out
 
 
 H = ("--job-home", "{home}")
@@ -151,7 +152,7 @@ CC = ("--command-config", "{tmp}/client.properties")
 CASES = {
     # scope
     "unknown-topic": Case((*RESET, "--to-earliest", "--topic", "nosuch-topic", X), "not one of the job's topics",
-                          "a scope naming a topic the job does not read", recorded="reset"),
+                          "a scope naming a topic the job does not read", recorded="reset", flags=("--topic",)),
     "unknown-partition": Case((*RESET, "--to-earliest", "--topic", "{topic}:99", X), "partition(s) 99",
                               "the topic has 2 partitions", recorded="reset"),
     "malformed-scope": Case((*RESET, "--to-earliest", "--topic", "{topic}:a,b", X), "comma-separated list",
@@ -172,7 +173,8 @@ CASES = {
     "partition-offset-unknown-topic": Case((*RESET, "--to-offset", "other-topic:0=5", X), "other-topic",
                                            "offsets for a topic the job does not read", recorded="reset"),
     "strict-out-of-range": Case((*RESET, "--to-offset", "1000", "--strict", X), "high watermark",
-                                "--strict refuses instead of clamping", recorded="reset"),
+                                "--strict refuses instead of clamping", recorded="reset",
+                                flags=("--to-offset", "--strict")),
     # shift-by
     "shift-by-non-numeric": Case((*RESET, "--shift-by", "back", X), "invalid int value", "argparse: not an int"),
     # from-file
@@ -200,7 +202,7 @@ CASES = {
     "datetime-impossible": Case((*RESET, "--to-datetime", "2024-13-45T00:00:00Z", X), "not a valid date-time",
                                 "month 13", recorded="reset"),
     "unknown-timezone": Case((*RESET, "--to-datetime", "2024-05-01T12:00:00", "--timezone", "Mars/Olympus", X),
-                             "is unknown", "no such IANA zone", recorded="reset"),
+                             "is unknown", "no such IANA zone", recorded="reset", flags=("--timezone",)),
     "duration-1h": Case((*RESET, "--by-duration", "1h", X), "not an ISO 8601 duration", "Kafka takes PT1H",
                         recorded="reset"),
     "duration-weeks": Case((*RESET, "--by-duration", "P1W", X), "weeks", "weeks are refused: count days",
@@ -233,7 +235,8 @@ CASES = {
     "bad-storage-options": Case((*RESET, "--to-earliest", "--storage-options", "{{nope", X), "not valid JSON",
                                 "argparse: --storage-options must be JSON"),
     "missing-command-config": Case((*RESET, "--to-earliest", "--command-config", "{tmp}/client.properties", X),
-                                   "cannot read client config file", "the properties file is not there"),
+                                   "cannot read client config file", "the properties file is not there",
+                                   flags=("--command-config",)),
     # savepoints
     "restore-bad-checksum": Case(("restore", *H, "--savepoint", "{sp}"), "does not match the manifest",
                                  "a savepoint file was changed after creation", setup=flip_savepoint_byte,
@@ -260,7 +263,7 @@ CASES = {
     # state and sinks
     "drop-state-file-sink": Case((*RESET, "--to-earliest", "--drop-state", "--sink-path", "{sink}", X),
                                  "_spark_metadata", "a fresh checkpoint restarts batch ids the sink already logged",
-                                 recorded="reset"),
+                                 recorded="reset", flags=("--allow-sink-batch-log",)),
     "restore-drop-state-file-sink": Case(("restore", *H, "--savepoint", "{sp}", "--drop-state", "--sink-path",
                                           "{sink}"), "_spark_metadata", "same, for restore", recorded="restore"),
     "drop-state-file-sink-from-job-json": Case((*RESET, "--to-earliest", "--drop-state", X), "_spark_metadata",
@@ -270,7 +273,18 @@ CASES = {
                                                        "_spark_metadata", "same, for restore", recorded="restore"),
     "rocksdb-without-drop-state": Case(("reset", "--job-home", "{rocks}", "--to-earliest", X), "RocksDB",
                                        "RocksDB state cannot be carried to an appended batch",
-                                       recorded="reset", extra={"home": "rocks"}),
+                                       recorded="reset", extra={"home": "rocks"}, flags=("--drop-state",)),
+    "rocksdb-and-sink-without-log": Case(("reset", "--job-home", "{rocks}", "--to-earliest", "--sink-path",
+                                          "{tmp}/empty", X), "refused for 2 reasons",
+                                         "a file sink without its batch log and RocksDB state: both named at once",
+                                         setup=empty_dir, recorded="reset", extra={"home": "rocks"},
+                                         flags=("--sink-kind", "--sink-path", "--drop-state")),
+    "rocksdb-and-sink-log-ahead": Case(("reset", "--job-home", "{rocks}", "--to-earliest", "--sink-path", "{sink}", X),
+                                       "with drop_state it would then be refused for this too",
+                                       "RocksDB asks for drop_state, and drop_state restarts batch ids the sink "
+                                       "logged: the second refusal is named with the first",
+                                       recorded="reset", extra={"home": "rocks"},
+                                       flags=("--drop-state", "--allow-sink-batch-log")),
     # the job's state
     "job-running-reset": Case((*RESET, "--to-earliest", X), "is running", "a fresh RUNNING heartbeat",
                               setup=job_running, recorded="reset"),
@@ -353,6 +367,10 @@ def check_refused(job: Job, before, result_code: int, err: str, case: Case, hist
                   lock_before: bytes | None) -> None:
     assert result_code == 2, f"exit code {result_code}; stderr: {err}"
     assert case.phrase.lower() in err.lower(), f"stderr does not name the problem ({case.phrase!r}): {err}"
+    for flag in case.flags:
+        assert flag in err, f"stderr does not name the option {flag}: {err}"
+    if case.flags:
+        assert err.count("error:") == 1, "one message, whatever the number of reasons"
     assert "Traceback" not in err
     if case.hidden:
         assert case.hidden not in err, "the message repeats a secret"
@@ -459,3 +477,16 @@ def test_reset_keeps_the_sink_log_of_job_json_whole(capsys, base, tmp_path):
     assert result.code == 0, result.err
     batch = result.json()["batch_id"]
     assert (sink / "_spark_metadata" / str(batch)).exists(), sorted(p.name for p in (sink / "_spark_metadata").iterdir())
+
+
+def test_the_options_a_refusal_names_are_the_way_out(capsys, base, tmp_path):
+    """RocksDB state and a sink log ahead: the two options the refusal names are all the reset then needs."""
+    job = base["rocks"].copy(tmp_path / "home")
+    reset = ["reset", "--job-home", str(job.home), "--to-earliest", "--sink-path", base["sink"], "--execute"]
+    refused = cli(capsys, *reset)
+    assert refused.code == 2
+    assert "[drop_state: --drop-state; allow_sink_batch_log: --allow-sink-batch-log]" in refused.err, refused.err
+    generation = job.jobhome.current_generation()
+    done = cli(capsys, *reset, "--drop-state", "--allow-sink-batch-log", "--json")
+    assert done.code == 0, done.err
+    assert done.json()["generation"] == generation + 1

@@ -328,7 +328,7 @@ HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvi
                      ["2 reasons", "no _spark_metadata", "RocksDB"],
                      id="1-file-sink-without-log-and-rocksdb-named-together"),
         pytest.param(ROCKSDB, None, "ahead", False, False, [0], ("drop_state", "allow_sink_batch_log"),
-                     ["RocksDB", "with drop_state, this reset would also need", "silently skip batches 0..2"],
+                     ["RocksDB", "with drop_state it would then be refused for this too", "silently skip batches 0..2"],
                      id="2-rocksdb-says-what-drop-state-would-meet-next"),
         pytest.param(ROCKSDB, None, "ahead", False, True, [0], ("drop_state",), ["RocksDB"],
                      id="3-allowed-sink-log-leaves-drop-state-alone"),
