@@ -178,6 +178,8 @@ def status_text(status: JobStatus) -> str:
                      f"{commits.get('last_error')}")
     if status.dead_letters:
         lines.append(f"dead letters    {status.dead_letters}")
+    if status.read_placement:
+        lines.append(f"reads batches   {status.read_placement.get('reason')}")
     if status.stop_requested_at and status.state in ("RUNNING", "DRAINING"):
         lines.append(f"stop requested  at {status.stop_requested_at}")
     if status.standby:

@@ -92,6 +92,7 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
         topics=list(spec.get("topics") or []),
         group_commits=status.get("group_commits"),
         dead_letters=status.get("dead_letters"),
+        read_placement=status.get("read_placement"),
         stop_requested_at=status.get("stop_requested_at"),
         error=status.get("error"),
         standby={key: standby.get(key) for key in ("state", "version", "pid", "host", "launched_at")}

@@ -200,6 +200,8 @@ class JobStatus:
     #: The group committer's counters (failures, the last error, the batch last committed to the group).
     group_commits: dict[str, Any] | None
     dead_letters: int | None
+    #: Where the running query reads its batches and why (readMode; see spark/read_placement.py).
+    read_placement: dict[str, Any] | None
     stop_requested_at: str | None
     error: str | None
     #: A live warm standby of an upgrade in progress (its state, version, pid, host, launch time).

@@ -79,7 +79,8 @@ def _summary(s: dict[str, Any]) -> str:
             ("Generation", _cell(s.get("generation"))),
             ("Last committed batch", _cell(s.get("last_batch_id"))),
             ("Consumer group", _cell(s.get("group"))),
-            ("Topics", _cell(", ".join(s.get("topics") or []) or None))]
+            ("Topics", _cell(", ".join(s.get("topics") or []) or None)),
+            ("Where batches are read", _cell(s.get("read_placement")))]
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
     return '<table class="summary"><tbody>' + "".join(

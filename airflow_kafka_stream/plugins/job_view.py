@@ -73,6 +73,7 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
         "group": status.group,
         "topics": status.topics,
         "error": status.error,
+        "read_placement": (status.read_placement or {}).get("reason"),
     }
 
 

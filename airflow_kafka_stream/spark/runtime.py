@@ -57,6 +57,8 @@ from airflow_kafka_stream.kafka.clients import check_client_config
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
 from airflow_kafka_stream.spark.lag_sampler import LagSampler
+from airflow_kafka_stream.spark.source import placement_of
+from airflow_kafka_stream.spark.source_options import parse_source_options
 from airflow_kafka_stream.spark.standby import Standby, rehearse
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
@@ -336,6 +338,7 @@ class StreamRuntime:
         self._last_batch_id: int | None = None
         self._last_offsets: PartitionOffsets | None = None
         self._dead_letters = 0
+        self._read_placement: dict[str, Any] | None = None
         #: [epoch, batch id, records waiting when it was planned] of the newest batches: the job page's lag plot.
         #: Batches whose progress reports no latest offsets (readMode=driver) are sampled from Kafka instead,
         #: at most once a heartbeat interval: then the records waiting after the batch.
@@ -519,7 +522,15 @@ class StreamRuntime:
         options["drainPath"] = self.home.control_url
         # The checkpoint keeps no record of where a fresh start began; the source writes it here.
         options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
+        self._note_read_placement(options)
         return options
+
+    def _note_read_placement(self, options: dict[str, str]) -> None:
+        """Say once, in the log and the status, where this run reads its batches and why (readMode)."""
+        placement = placement_of(parse_source_options(options)).to_dict()
+        if placement != self._read_placement:
+            self._read_placement = placement
+            log.info("job %s: %s", self.config.job_name, placement["reason"])
 
     def _source_options(self, starting_offsets: str) -> dict[str, str]:
         options: dict[str, str] = {f"kafka.{k}": str(v) for k, v in self.config.client_config().items()}
@@ -877,6 +888,7 @@ class StreamRuntime:
                 "batches_this_run": self._batches,
                 "records_this_run": self._records,
                 "dead_letters": self._dead_letters,
+                "read_placement": self._read_placement,
                 "lag_samples": list(self._lag_samples),
                 "heartbeat": now.isoformat(),
                 "heartbeat_epoch": now.timestamp(),

@@ -211,10 +211,10 @@ def test_graceful_stop_restart_poison_pills_status_and_group_commits(kafka_boots
     assert group_offsets(kafka_bootstrap, group, topic) == wanted
 
 
-@pytest.mark.parametrize("read_mode", ["executors", "driver"])
+@pytest.mark.parametrize("read_mode", ["executors", "auto"])
 def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, tmp_path, pipelines, read_mode):
-    """The restart runs the batch the killed driver planned again (in driver mode: in a task, through
-    readBetweenOffsets, since the new driver never read it) and goes on."""
+    """The restart runs the batch the killed driver planned again (with readMode=auto, the default, whose
+    small batches are read on the driver: in a task, since the new driver never read it) and goes on."""
     topic = create_topic(kafka_bootstrap, unique("eo-kill"), PARTITIONS)
     group = unique("eo-group")
     produce(kafka_bootstrap, topic, events(0, 400))
@@ -226,6 +226,8 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     run.kill()  # the whole process group: Python driver and its JVM, no shutdown hooks
     crashed = run.status()
     assert crashed["state"] in ("RUNNING", "STARTING")
+    assert crashed["read_placement"]["mode"] == read_mode, "the status says where batches are read"
+    assert crashed["read_placement"]["reason"].startswith(f"readMode={read_mode}")
     # Its heartbeat is still fresh, but both of its processes are gone on this host: an operation need not wait
     # the heartbeat out (the driver recorded its JVM's pid beside its own).
     assert crashed["jvm_pid"] not in (None, crashed["pid"])
@@ -243,8 +245,8 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     again.request_stop()
     assert again.wait_exit() == 0, again.log_tail()
     assert_exactly_once(sink_rows(run.output), total)
-    # The job page's lag plot: from the progress, or (readMode=driver, whose progress has no latest
-    # offsets) from Kafka's watermarks after a batch.
+    # The job page's lag plot: from the progress, or (batches read on the driver, whose progress has no
+    # latest offsets) from Kafka's watermarks after a batch.
     samples = again.status()["lag_samples"]
     assert samples and all(0 <= waiting <= len(total) for _at, _batch, waiting in samples), samples
     final = checkpoint_positions(run.home)

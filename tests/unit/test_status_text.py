@@ -13,7 +13,7 @@ RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", runn
                     app_version="2", heartbeat_age_seconds=1.2, generation=3, last_batch_id=41,
                     last_offsets={"orders": {"0": 10}}, group="orders-group", topics=["orders"],
                     group_commits={"committed_batch": 41, "failures": 0, "consecutive_failures": 0},
-                    dead_letters=0, stop_requested_at=None, error=None, standby=None)
+                    dead_letters=0, read_placement=None, stop_requested_at=None, error=None, standby=None)
 
 
 @pytest.mark.parametrize(("status", "shown", "why"), [
@@ -29,6 +29,8 @@ RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", runn
      ["NOT STARTED (no status yet)", "last batch      (none yet)"], "5-never-started"),
     (replace(RUNNING, state="FAILED", running=False, error="query died"), ["FAILED", "error           query died"],
      "6-failed-with-its-error"),
+    (replace(RUNNING, read_placement={"mode": "auto", "reason": "readMode=auto: batches of up to 20000 records"}),
+     ["reads batches   readMode=auto: batches of up to 20000 records"], "7-where-batches-are-read-and-why"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_status_text(status, shown, why):
     text = status_text(status)
