@@ -50,6 +50,16 @@ READ_DEFAULTS = {
 #: transaction markers) never fills its last poll; kafkaConsumer.pollTimeoutMs bounds the waiting.
 POLL_WAIT_SECONDS = 0.1
 
+#: The fetch waits (fetch.wait.max.ms) a read escalates through while a range known to exist gets empty
+#: answers. A broker answers a fetch empty when finding the data takes longer than the fetch may wait:
+#: an old offset served from tiered storage (before KIP-1018 the fetch's wait was the remote read's
+#: timeout), or the test broker's partition of tens of thousands of small batches. The short first wait
+#: keeps small batches fast; a longer one lets such a read through.
+ESCALATED_FETCH_WAITS_MS = (50, 250, 1000)
+
+#: Polls in a row without a record, while records are known to exist, before the fetch wait is raised.
+EMPTY_POLLS_BEFORE_ESCALATING = 2
+
 #: How long one watermark request may take (invalid answers are asked again within pollTimeoutMs).
 WATERMARK_TIMEOUT_SECONDS = 10.0
 
@@ -79,10 +89,14 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def consumer_config(options: SourceOptions) -> dict[str, object]:
-    """Settings of a read-only, assign-only consumer: it never joins a group or commits."""
+def consumer_config(options: SourceOptions, fetch_wait_ms: int | None = None) -> dict[str, object]:
+    """Settings of a read-only, assign-only consumer: it never joins a group or commits.
+
+    ``fetch_wait_ms`` replaces the fetch wait of a read that escalated it (see :class:`_Partition`)."""
     config: dict[str, object] = dict(READ_DEFAULTS)
     config.update(options.kafka)
+    if fetch_wait_ms is not None:
+        config["fetch.wait.max.ms"] = fetch_wait_ms
     config.setdefault("group.id", f"spark-kafka-source-{uuid.uuid4().hex}")
     config.update(
         {
@@ -111,9 +125,11 @@ def consumer_settings(options: SourceOptions) -> Hashable:
     return kind, options.include_headers, tuple(sorted((name, str(value)) for name, value in config.items()))
 
 
-def open_partition(options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> PartitionPolls:
+def open_partition(
+    options: SourceOptions, rng: OffsetRange, schema: pa.Schema, fetch_wait_ms: int | None = None
+) -> PartitionPolls:
     """A consumer assigned to ``rng``'s partition at its start: the C reader when it can serve."""
-    config = consumer_config(options)
+    config = consumer_config(options, fetch_wait_ms)
     module = _native(options)
     if module is None and options.native_reader and not options.include_headers and not options.allow_python_fallback:
         raise ReaderUnavailableError(
@@ -148,12 +164,13 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
     if options.consumer_cache and topic_id:
         key = CacheKey(rng.topic, rng.partition, (topic_id, consumer_settings(options)))
     if key is None:
-        partition = open_partition(options, rng, schema)
+        consumer = open_partition(options, rng, schema)
     else:
-        partition = CONSUMERS.take(key, rng.start, lambda: open_partition(options, rng, schema))
+        consumer = CONSUMERS.take(key, rng.start, lambda: open_partition(options, rng, schema))
+    partition = _Partition(consumer, options, rng, schema)
     # The Python reader's millions of short-lived message objects would trigger the cyclic GC over
     # and over; they hold no cycles. The C reader makes no per-record objects.
-    collecting = gc.isenabled() and isinstance(partition, ConfluentPartition)
+    collecting = gc.isenabled() and isinstance(consumer, ConfluentPartition)
     if collecting:
         gc.disable()
     complete = False
@@ -163,23 +180,57 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
     finally:
         if collecting:
             gc.enable()
-        if complete and key is not None:
-            CONSUMERS.give_back(key, partition, options.cache_timeout_ms / 1000.0)
+        if complete and key is not None and not partition.escalated:
+            CONSUMERS.give_back(key, partition.polls, options.cache_timeout_ms / 1000.0)
         else:
-            partition.close()
+            partition.polls.close()
 
 
-def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+class _Partition:
+    """The consumer of one range's read, and the fetch waits it has tried.
+
+    librdkafka takes fetch.wait.max.ms when a client is made, so a read that escalates its wait
+    reopens its consumer at the offset it has reached (records it fetched and did not hand out are
+    fetched again by the new one)."""
+
+    def __init__(self, polls: PartitionPolls, options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> None:
+        self.polls = polls
+        self._options = options
+        self._rng = rng
+        self._schema = schema
+        first = int(consumer_config(options)["fetch.wait.max.ms"])
+        self.waits_tried = [first]
+        self._next_waits = [wait for wait in ESCALATED_FETCH_WAITS_MS if wait > first]
+
+    @property
+    def escalated(self) -> bool:
+        return len(self.waits_tried) > 1
+
+    def escalate(self, position: int, label: str) -> bool:
+        """Reopen the consumer at ``position`` with the next longer fetch wait; False when none is left."""
+        if not self._next_waits:
+            return False
+        wait = self._next_waits.pop(0)
+        log.info("%s: the broker answered fetches at offset %d empty with fetch.wait.max.ms=%d although the "
+                 "records exist; reading on with %d ms", label, position, self.waits_tried[-1], wait)
+        self.polls.close()
+        self.polls = open_partition(self._options, self._rng._replace(start=position), self._schema, wait)
+        self.waits_tried.append(wait)
+        return True
+
+
+def _read(partition: _Partition, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     label = f"{rng.topic}:{rng.partition}"
     position = rng.start
     patience = options.poll_timeout_ms / 1000.0
     last_progress = time.monotonic()
+    empty_polls = 0
     while position < rng.end:
-        polled = partition.poll(min(CONSUME_BATCH, rng.end - position), POLL_WAIT_SECONDS, rng.end)
+        polled = partition.polls.poll(min(CONSUME_BATCH, rng.end - position), POLL_WAIT_SECONDS, rng.end)
         if polled.batch is not None and polled.first_offset < position:
             # Offsets only grow, unless the client was reset to earliest because the partition now
             # ends below this range (recreated or truncated topic): those records are not the range's.
-            low, high = _watermarks(partition, options, label)
+            low, high = _watermarks(partition.polls, options, label)
             _lost(options, label, position, rng.end, low, high, "the partition was reset below the range's start")
             return
         # Records first: librdkafka puts an end-of-partition event after the records it follows.
@@ -188,16 +239,26 @@ def _read(partition: PartitionPolls, options: SourceOptions, rng: OffsetRange) -
                 _skipped(options, label, position, polled.first_offset)
             position = polled.last_offset + 1
             last_progress = time.monotonic()
+            empty_polls = 0
             yield polled.batch
         complete = polled.beyond_end  # offsets only grow: nothing below the end is left to come
         for error, offset in polled.events:
-            complete = _end_of_partition(partition, options, rng, error, offset, position) or complete
+            complete = _end_of_partition(partition.polls, options, rng, error, offset, position) or complete
         if complete:
             position = rng.end
-        if position < rng.end and time.monotonic() - last_progress > patience:
+        if position >= rng.end:
+            break
+        if polled.batch is None and not polled.events:
+            empty_polls += 1
+            if empty_polls >= EMPTY_POLLS_BEFORE_ESCALATING and partition.escalate(position, label):
+                empty_polls = 0
+        if time.monotonic() - last_progress > patience:
+            waits = ", ".join(str(wait) for wait in partition.waits_tried)
             raise KafkaAccessError(
                 f"no records from {label} at offset {position} for {patience:.0f}s although the batch "
-                f"planned to read up to {rng.end}; check the brokers, or raise kafkaConsumer.pollTimeoutMs"
+                f"planned to read up to {rng.end} (fetch waits tried: {waits} ms); check the brokers, or raise "
+                "kafkaConsumer.pollTimeoutMs, or kafka.fetch.wait.max.ms if the broker needs longer to find "
+                "old records (tiered storage)"
             )
 
 
