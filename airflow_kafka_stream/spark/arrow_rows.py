@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -167,7 +167,8 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
         consumer = open_partition(options, rng, schema)
     else:
         consumer = CONSUMERS.take(key, rng.start, lambda: open_partition(options, rng, schema))
-    partition = _Partition(consumer, options, rng, schema)
+    partition = _Partition(consumer, first_fetch_wait_ms(options),
+                           lambda position, wait: open_partition(options, rng._replace(start=position), schema, wait))
     # The Python reader's millions of short-lived message objects would trigger the cyclic GC over
     # and over; they hold no cycles. The C reader makes no per-record objects.
     collecting = gc.isenabled() and isinstance(consumer, ConfluentPartition)
@@ -186,21 +187,24 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
             partition.polls.close()
 
 
+def first_fetch_wait_ms(options: SourceOptions) -> int:
+    """The fetch wait a read starts with: the user's kafka.fetch.wait.max.ms, else the short default."""
+    return int(consumer_config(options)["fetch.wait.max.ms"])
+
+
 class _Partition:
     """The consumer of one range's read, and the fetch waits it has tried.
 
     librdkafka takes fetch.wait.max.ms when a client is made, so a read that escalates its wait
-    reopens its consumer at the offset it has reached (records it fetched and did not hand out are
-    fetched again by the new one)."""
+    reopens its consumer (``reopen(offset, wait_ms)``) at the offset it has reached; records the old
+    one fetched and did not hand out are fetched again by the new one."""
 
-    def __init__(self, polls: PartitionPolls, options: SourceOptions, rng: OffsetRange, schema: pa.Schema) -> None:
+    def __init__(self, polls: PartitionPolls, first_wait_ms: int,
+                 reopen: Callable[[int, int], PartitionPolls]) -> None:
         self.polls = polls
-        self._options = options
-        self._rng = rng
-        self._schema = schema
-        first = int(consumer_config(options)["fetch.wait.max.ms"])
-        self.waits_tried = [first]
-        self._next_waits = [wait for wait in ESCALATED_FETCH_WAITS_MS if wait > first]
+        self._reopen = reopen
+        self.waits_tried = [first_wait_ms]
+        self._next_waits = [wait for wait in ESCALATED_FETCH_WAITS_MS if wait > first_wait_ms]
 
     @property
     def escalated(self) -> bool:
@@ -214,7 +218,7 @@ class _Partition:
         log.info("%s: the broker answered fetches at offset %d empty with fetch.wait.max.ms=%d although the "
                  "records exist; reading on with %d ms", label, position, self.waits_tried[-1], wait)
         self.polls.close()
-        self.polls = open_partition(self._options, self._rng._replace(start=position), self._schema, wait)
+        self.polls = self._reopen(position, wait)
         self.waits_tried.append(wait)
         return True
 

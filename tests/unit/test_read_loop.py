@@ -48,9 +48,17 @@ def event(code: int, offset: int, then: Polled | None = None) -> Polled:
     return base._replace(events=[(KafkaError(code, "scripted"), offset)])
 
 
-def read(partition: ScriptedPartition, **options: str) -> list[int]:
+def read(partition: ScriptedPartition, reopened: list | None = None, **options: str) -> list[int]:
+    """The offsets the read loop hands out; ``reopened`` collects (offset, fetch wait) of each reopening,
+    which answers from the same script."""
     opts = parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", **options})
-    return [o for batch in arrow_rows._read(partition, opts, RANGE) for o in batch.column("offset").to_pylist()]
+
+    def reopen(position: int, wait: int) -> ScriptedPartition:
+        (reopened if reopened is not None else []).append((position, wait))
+        return partition
+
+    reading = arrow_rows._Partition(partition, arrow_rows.first_fetch_wait_ms(opts), reopen)
+    return [o for batch in arrow_rows._read(reading, opts, RANGE) for o in batch.column("offset").to_pylist()]
 
 
 def test_range_read_in_polls_sized_to_what_is_left():
@@ -166,3 +174,41 @@ def test_an_invalid_answer_after_an_offset_reset_is_not_taken_as_loss():
     )
     with pytest.raises(DataLossError, match=r"Kafka holds \[0, 20\)"):
         read(partition)
+
+
+NOTHING = Polled(None, -1, -1, [], False)
+
+
+def test_empty_answers_for_records_that_exist_raise_the_fetch_wait_step_by_step():
+    """A broker answers a fetch empty when finding the records takes longer than the fetch may wait (tiered
+    storage, a partition of tens of thousands of batches): the read reopens at the offset it reached with a
+    longer wait, two empty polls at a time, and reads on."""
+    reopened: list = []
+    partition = ScriptedPartition(records(10, 11), NOTHING, NOTHING, NOTHING, NOTHING, records(12, 13, 14),
+                                  NOTHING, NOTHING, records(15, 16, 17, 18, 19))
+    assert read(partition, reopened) == list(range(10, 20))
+    assert reopened == [(12, 50), (12, 250), (15, 1000)]
+
+
+def test_a_users_fetch_wait_is_the_first_try_and_only_longer_ones_follow():
+    reopened: list = []
+    partition = ScriptedPartition(NOTHING, NOTHING, records(*range(10, 20)))
+    assert read(partition, reopened, **{"kafka.fetch.wait.max.ms": "100"}) == list(range(10, 20))
+    assert reopened == [(10, 250)]
+
+
+def test_a_read_that_gets_nothing_after_every_wait_names_the_waits_and_the_settings():
+    reopened: list = []
+    with pytest.raises(KafkaAccessError, match=r"no records from t:0 at offset 10 .* \(fetch waits tried: 10, 50, "
+                       r"250, 1000 ms\); .* kafkaConsumer.pollTimeoutMs, or kafka.fetch.wait.max.ms"):
+        read(ScriptedPartition(), reopened, **{"kafkaConsumer.pollTimeoutMs": "900"})
+    assert [wait for _, wait in reopened] == [50, 250, 1000]
+
+
+def test_polls_with_events_are_not_empty_answers():
+    """An end-of-partition below the end (records still coming) is an answer, not an empty fetch."""
+    reopened: list = []
+    eof = event(KafkaError._PARTITION_EOF, 10)
+    partition = ScriptedPartition(eof, eof, eof, records(*range(10, 20)))
+    assert read(partition, reopened) == list(range(10, 20))
+    assert reopened == []
