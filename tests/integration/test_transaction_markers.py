@@ -16,7 +16,6 @@ aborted records, so there it returns what ``read_uncommitted`` returns.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,9 @@ pytestmark = pytest.mark.integration
 POLL_TIMEOUT_MS = "20000"
 #: How long a whole availableNow query over the topic may take (it takes seconds; generous for a loaded machine).
 QUERY_DEADLINE_S = 150.0
+#: No batch of a few records takes this long unless its read waited out a timeout (half of POLL_TIMEOUT_MS, so a
+#: read that gave up at the poll timeout and called its range done would be caught too).
+SLOW_BATCH_MS = 10_000
 
 
 def script() -> list[Send | End]:
@@ -76,20 +78,23 @@ def planned_offsets(checkpoint: Path) -> dict[int, dict[int, int]]:
 
 
 def read_to_end(spark, topic: TransactionalTopic, checkpoint: Path, **options: str):
-    """Read ``topic`` from earliest with availableNow in batches of at most 3 offsets.
+    """Read ``topic`` (or its ``assign``-ed partitions) from earliest with availableNow, by default in batches of at
+    most 3 offsets.
 
-    Returns the (partition, offset, value) of every row in the order read, the rows per batch, and seconds taken.
-    Fails when the query fails, or is still running at the deadline (it is stopped then).
+    Returns the (partition, offset, value) of every row in the order read, the rows per batch, and the slowest
+    batch's milliseconds. Fails when the query fails, or is still running at the deadline (it is stopped then).
     """
-    df = stream(spark, topic.cluster.bootstrap, subscribe=topic.name, startingOffsets="earliest",
-                maxOffsetsPerTrigger="3", **{"kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS}, **options)
+    settings = {"startingOffsets": "earliest", "maxOffsetsPerTrigger": "3",
+                "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS, **options}
+    if "assign" not in settings:
+        settings["subscribe"] = topic.name
+    df = stream(spark, topic.cluster.bootstrap, **settings)
     batches: dict[int, list[tuple[int, int, bytes]]] = {}
 
     def keep(batch, batch_id: int) -> None:
         batches[batch_id] = [(r.partition, r.offset, r.value) for r in batch.select("partition", "offset",
                                                                                     "value").collect()]
 
-    started = time.monotonic()
     query = (df.writeStream.foreachBatch(keep).trigger(availableNow=True)
              .option("checkpointLocation", str(checkpoint)).start())
     try:
@@ -97,12 +102,25 @@ def read_to_end(spark, topic: TransactionalTopic, checkpoint: Path, **options: s
     finally:
         if query.isActive:
             query.stop()
-    took = time.monotonic() - started
     assert ended, f"the query did not end within {QUERY_DEADLINE_S}s: a read waits for a record that cannot come?"
     if query.exception() is not None:
         raise query.exception()
     rows = [row for _, rows in sorted(batches.items()) for row in rows]
-    return rows, batches, took
+    slowest = max((p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress), default=0)
+    return rows, batches, slowest
+
+
+def assert_batches_hold_their_ranges(topic: TransactionalTopic, planned: dict[int, dict[int, int]],
+                                     batches: dict[int, list[tuple[int, int, bytes]]], read_committed: bool,
+                                     per_batch: int) -> None:
+    """Each batch holds exactly the records of its planned offset ranges (from the previous batch's ends)."""
+    assert sorted(batches) == sorted(planned)
+    expected = topic.expected(read_committed)
+    for n, ends in sorted(planned.items()):
+        starts = planned.get(n - 1, {})
+        assert sum(end - starts.get(p, 0) for p, end in ends.items()) <= per_batch, f"batch {n} exceeds the limit"
+        wanted = [row for row in expected if starts.get(row[0], 0) <= row[1] < ends.get(row[0], 0)]
+        assert sorted(batches[n]) == wanted, f"batch {n}: {starts} -> {ends}"
 
 
 READS = {
@@ -120,7 +138,7 @@ READS = {
 def test_every_record_once_and_the_checkpoint_at_the_watermarks(spark, topic, tmp_path, read):
     options = READS[read]
     checkpoint = tmp_path / "ckpt"
-    rows, batches, took = read_to_end(spark, topic, checkpoint, **options)
+    rows, batches, slowest_ms = read_to_end(spark, topic, checkpoint, **options)
 
     read_committed = options.get("kafka.isolation.level") == "read_committed"
     assert sorted(rows) == topic.expected(read_committed), "every record exactly once, at its offset"
@@ -134,11 +152,28 @@ def test_every_record_once_and_the_checkpoint_at_the_watermarks(spark, topic, tm
     assert position.source_offsets(0) == {TopicPartition(topic.name, p): o for p, o in topic.high.items()}, (
         "the last committed offsets are the high watermarks, past the last marker")
 
-    # The test covers what it means to: batches end on markers, and some batch holds nothing but markers.
     planned = planned_offsets(checkpoint)
-    assert all(sum(ends.values()) - sum(planned.get(n - 1, dict.fromkeys(ends, 0)).values()) <= 3
-               for n, ends in planned.items()), "maxOffsetsPerTrigger=3 bounds every batch"
+    assert_batches_hold_their_ranges(topic, planned, batches, read_committed, per_batch=3)
+    # The test covers what it means to: batches start on markers, and some batch holds nothing but markers.
     starts_on_marker = {(p, o) for ends in planned.values() for p, o in ends.items() if topic.is_marker(p, o)}
     assert starts_on_marker, "some batch starts at a marker"
     assert any(not rows for rows in batches.values()), "some batch holds only markers"
-    assert took < QUERY_DEADLINE_S
+    assert slowest_ms < SLOW_BATCH_MS, "a batch waited (for a record a marker holds?)"
+
+
+@pytest.mark.parametrize("read", ["executors", "driver", "python_reader"])
+def test_one_offset_per_batch_through_a_run_of_markers(spark, topic, tmp_path, read):
+    """Partition 2 ends in two markers in a row, partition 3 in a record and a marker: with one offset per batch,
+    every marker is a batch of its own, including the last ones before the high watermark."""
+    checkpoint = tmp_path / "ckpt"
+    rows, batches, slowest_ms = read_to_end(spark, topic, checkpoint, assign=json.dumps({topic.name: [2, 3]}),
+                                            maxOffsetsPerTrigger="1", **READS[read])
+    assert slowest_ms < SLOW_BATCH_MS
+    wanted = [row for row in topic.expected() if row[0] in (2, 3)]
+    assert sorted(rows) == wanted
+    planned = planned_offsets(checkpoint)
+    assert_batches_hold_their_ranges(topic, planned, batches, read_committed=False, per_batch=1)
+    assert len(planned) == topic.high[2] + topic.high[3], "one batch per offset, markers included"
+    assert sum(not rows for rows in batches.values()) == len(topic.markers[2]) + len(topic.markers[3])
+    assert read_position(str(checkpoint)).source_offsets(0) == {TopicPartition(topic.name, p): topic.high[p]
+                                                                for p in (2, 3)}
