@@ -3,8 +3,13 @@
 Streaming queries with a noop sink, each batch ROWS (300) rows over PARTITIONS (3) Spark
 partitions, run one after another in the same JVM:
   - ``kafka_stream`` reading a preloaded topic of 3 partitions with maxOffsetsPerTrigger=ROWS and
-    readMode=driver, the mode for small batches (the driver reads a batch while it plans it);
-  - the same in the default readMode=executors (Python tasks read the batch);
+    readMode=driver (the driver reads a batch while it plans it);
+  - the same with no readMode, as a user starts it (readMode=auto: a batch this small is read on the
+    driver);
+  - the same with no readMode from a topic written one record per produce request, the shape a slow
+    topic has (every record its own batch in the log), where the first topic is written 1,000 records
+    a request;
+  - the same in readMode=executors (Python tasks read the batch);
   - Spark's ``rate-micro-batch`` source (rowsPerBatch=ROWS, numPartitions=PARTITIONS), projected to
     the source's columns: the engine's own floor for a batch of that size;
   - a trivial Python streaming data source (bench/memory_source.py) that yields the same rows from
@@ -15,10 +20,11 @@ partitions, run one after another in the same JVM:
 A warm-up round runs each query first (not measured). Then ROUNDS rounds, in an order that rotates
 each round, run each query for SKIP + BATCHES batches; the first SKIP batches of a query (its start)
 are not counted, and the round's figure is the median ``durationMs.triggerExecution`` of the rest.
-Prints ``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: the medians over rounds of
-kafka_stream's figure (readMode=driver) divided by the rate source's and by the Python floor of the
-same kind of read (driver-side); and ``small_batch_executors_vs_rate`` and
-``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor. Per-phase medians (latestOffset, queryPlanning,
+Prints ``small_batch_default_vs_rate`` and ``small_batch_single_record_vs_rate``: the medians over
+rounds of kafka_stream's figure with no readMode, on each topic, divided by the rate source's;
+``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: readMode=driver against the rate source
+and the Python floor of the same kind of read (driver-side); and ``small_batch_executors_vs_rate``
+and ``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor. Per-phase medians (latestOffset, queryPlanning,
 addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
 
     .venv/bin/python bench/bench_small_batch.py
@@ -63,6 +69,21 @@ def fill_topic(bootstrap: str, topic: str, records: int) -> None:
     assert producer.flush(60) == 0
     for partition in range(PARTITIONS):
         produce(bootstrap, topic, [(b"last", VALUE)], partition=partition)
+
+
+def fill_topic_one_record_per_request(bootstrap: str, topic: str, records: int) -> None:
+    """Each record in a produce request of its own, as a slow topic is written: one log batch per record."""
+    from confluent_kafka import Producer
+
+    from tests.kafka_utils import create_topic
+
+    create_topic(bootstrap, topic, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(records):
+        producer.produce(topic, VALUE, b"%010d" % i, partition=i % PARTITIONS)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
 
 
 def kafka_frame(spark, bootstrap: str, topic: str, **extra: str):
@@ -129,12 +150,16 @@ def main() -> None:
     try:
         topic = f"bench-small-{uuid.uuid4().hex[:8]}"
         fill_topic(bootstrap, topic, ROWS * (SKIP + BATCHES + 10))
+        single = f"bench-small-single-{uuid.uuid4().hex[:8]}"
+        fill_topic_one_record_per_request(bootstrap, single, ROWS * (SKIP + BATCHES + 10))
         workers_can_import_this()
         spark = local_session("bench-small-batch", cores="*")
         spark.dataSource.register(MemorySource)
         frames = {
             "kafka_stream": lambda: kafka_frame(spark, bootstrap, topic, readMode="driver"),
-            "kafka_stream_executors": lambda: kafka_frame(spark, bootstrap, topic),
+            "kafka_stream_default": lambda: kafka_frame(spark, bootstrap, topic),
+            "kafka_stream_single_record": lambda: kafka_frame(spark, bootstrap, single),
+            "kafka_stream_executors": lambda: kafka_frame(spark, bootstrap, topic, readMode="executors"),
             "rate": lambda: rate_frame(spark),
             "python_floor": lambda: memory_frame(spark, PARTITIONS),
             "python_floor_one_task": lambda: memory_frame(spark, 1),
@@ -167,6 +192,8 @@ def main() -> None:
             detail = ", ".join(f"{phase} {median_ms(phases[name], phase):.0f}" for phase in PHASES)
             say("%s: median batch %.0f ms (%s)", name, statistics.median(figures[name]), detail)
         median = {name: statistics.median(values) for name, values in figures.items()}
+        print(f"small_batch_default_vs_rate: {median['kafka_stream_default'] / median['rate']:.2f}")
+        print(f"small_batch_single_record_vs_rate: {median['kafka_stream_single_record'] / median['rate']:.2f}")
         print(f"small_batch_vs_rate: {median['kafka_stream'] / median['rate']:.2f}")
         print(f"small_batch_vs_python_floor: {median['kafka_stream'] / median['python_driver_floor']:.2f}")
         print(f"small_batch_executors_vs_rate: {median['kafka_stream_executors'] / median['rate']:.2f}")
