@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -89,11 +89,14 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def consumer_config(options: SourceOptions, fetch_wait_ms: int | None = None) -> dict[str, object]:
+def consumer_config(
+    options: SourceOptions, fetch_wait_ms: int | None = None, defaults: Mapping[str, object] | None = None
+) -> dict[str, object]:
     """Settings of a read-only, assign-only consumer: it never joins a group or commits.
 
-    ``fetch_wait_ms`` replaces the fetch wait of a read that escalated it (see :class:`_Partition`)."""
-    config: dict[str, object] = dict(READ_DEFAULTS)
+    ``defaults`` replace some of READ_DEFAULTS (the user's kafka.* options still win); ``fetch_wait_ms``
+    replaces the fetch wait of a read that escalated it (see :class:`PartitionRead`)."""
+    config: dict[str, object] = {**READ_DEFAULTS, **(defaults or {})}
     config.update(options.kafka)
     if fetch_wait_ms is not None:
         config["fetch.wait.max.ms"] = fetch_wait_ms
@@ -126,10 +129,11 @@ def consumer_settings(options: SourceOptions) -> Hashable:
 
 
 def open_partition(
-    options: SourceOptions, rng: OffsetRange, schema: pa.Schema, fetch_wait_ms: int | None = None
+    options: SourceOptions, rng: OffsetRange, schema: pa.Schema, fetch_wait_ms: int | None = None,
+    defaults: Mapping[str, object] | None = None,
 ) -> PartitionPolls:
     """A consumer assigned to ``rng``'s partition at its start: the C reader when it can serve."""
-    config = consumer_config(options, fetch_wait_ms)
+    config = consumer_config(options, fetch_wait_ms, defaults)
     module = _native(options)
     if module is None and options.native_reader and not options.include_headers and not options.allow_python_fallback:
         raise ReaderUnavailableError(
@@ -167,7 +171,7 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
         consumer = open_partition(options, rng, schema)
     else:
         consumer = CONSUMERS.take(key, rng.start, lambda: open_partition(options, rng, schema))
-    partition = _Partition(consumer, first_fetch_wait_ms(options),
+    partition = PartitionRead(consumer, first_fetch_wait_ms(options),
                            lambda position, wait: open_partition(options, rng._replace(start=position), schema, wait))
     # The Python reader's millions of short-lived message objects would trigger the cyclic GC over
     # and over; they hold no cycles. The C reader makes no per-record objects.
@@ -176,7 +180,7 @@ def read_range(options: SourceOptions, rng: OffsetRange, topic_id: str | None = 
         gc.disable()
     complete = False
     try:
-        yield from _read(partition, options, rng)
+        yield from read_polls(partition, options, rng)
         complete = True
     finally:
         if collecting:
@@ -192,7 +196,7 @@ def first_fetch_wait_ms(options: SourceOptions) -> int:
     return int(consumer_config(options)["fetch.wait.max.ms"])
 
 
-class _Partition:
+class PartitionRead:
     """The consumer of one range's read, and the fetch waits it has tried.
 
     librdkafka takes fetch.wait.max.ms when a client is made, so a read that escalates its wait
@@ -204,6 +208,9 @@ class _Partition:
         self.polls = polls
         self._reopen = reopen
         self.waits_tried = [first_wait_ms]
+        #: After a read: it handed out the range's last offset and consumed nothing past it, so the
+        #: consumer's next record is the one at the range's end (a kept consumer may read on from there).
+        self.ended_at_end = False
         self._next_waits = [wait for wait in ESCALATED_FETCH_WAITS_MS if wait > first_wait_ms]
 
     @property
@@ -223,7 +230,7 @@ class _Partition:
         return True
 
 
-def _read(partition: _Partition, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_polls(partition: PartitionRead, options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     label = f"{rng.topic}:{rng.partition}"
     position = rng.start
     patience = options.poll_timeout_ms / 1000.0
@@ -237,6 +244,7 @@ def _read(partition: _Partition, options: SourceOptions, rng: OffsetRange) -> It
             low, high = _watermarks(partition.polls, options, label)
             _lost(options, label, position, rng.end, low, high, "the partition was reset below the range's start")
             return
+        partition.ended_at_end = polled.last_offset == rng.end - 1 and not polled.beyond_end
         # Records first: librdkafka puts an end-of-partition event after the records it follows.
         if polled.batch is not None:
             if polled.first_offset > position:

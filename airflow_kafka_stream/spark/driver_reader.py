@@ -11,8 +11,8 @@ reader for records only when it is its driver-side wrapper (``_SimpleStreamReade
 So :class:`KafkaDriverReader` is such a wrapper, and places each batch by the query's rule
 (read_placement.py): it plans the batch exactly as the executors' reader does (the same object
 does the planning: start position, read limit, drain, data loss, availableNow), then either
-reads the planned ranges on the driver with the same range reader, or hands Spark the same tasks
-the executors' reader would. What a batch holds never depends on where it was read, and a
+reads the planned ranges on the driver with the same read loop (through consumers it keeps between
+batches, see driver_consumers.py), or hands Spark the same tasks the executors' reader would. What a batch holds never depends on where it was read, and a
 checkpoint may move between modes at any restart.
 
 A batch Spark must run again after a restart (planned, not committed) is not in a new driver's
@@ -33,7 +33,8 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from airflow_kafka_stream.spark.arrow_rows import read_range
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.spark.driver_consumers import DriverConsumers
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
 from airflow_kafka_stream.spark.read_placement import ReadPlacement
 from airflow_kafka_stream.spark.source import KafkaRange, KafkaStreamReader, parse_offsets
@@ -68,6 +69,15 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         self.planner = planner
         self.placement = placement
         self._prefetched: list[_Prefetched] = []
+        self._consumers = DriverConsumers(planner.options)
+
+    def __getstate__(self) -> dict:
+        """Pickled for Spark's tasks: without the driver's batches and consumers (they stay here)."""
+        return {**self.__dict__, "_prefetched": [], "_consumers": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._consumers = DriverConsumers(self.planner.options)
 
     # -- planning (the driver's Python process that serves the source to Spark) ----------------
 
@@ -82,10 +92,14 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         if end is start:  # nothing new, or draining: Spark's own object goes back (see offsets_text)
             return start
         ranges = self._ranges(start, end)
+        self._consumers.keep_only(self.planner.partitions_seen())
         if self.placement.on_driver(sum(rng.size for rng in ranges)):
             batches = self._read_side_by_side(ranges, self.placement.byte_budget)
             if batches is not None:
                 self._prefetched = [*self._prefetched, _Prefetched(start, end, ranges, batches)][-MAX_PREFETCHED:]
+                return end
+        # Spark tasks read this batch: the driver's consumers would read on from where it starts.
+        self._consumers.forget(TopicPartition(rng.topic, rng.partition) for rng in ranges)
         return end
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -113,6 +127,7 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
 
     def stop(self) -> None:
         self._prefetched = []
+        self._consumers.close()
         self.planner.stop()
 
     # -- reading (executors, for batches the driver did not read) -----------------------------
@@ -135,16 +150,10 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
     def _read_side_by_side(self, ranges: Sequence[OffsetRange], byte_budget: int | None) -> list[pa.RecordBatch] | None:
         """The batch's records in the order of the plan, its partitions read in threads; None when they
         grew past ``byte_budget`` (the batch is then read by tasks, and the driver holds nothing of it)."""
-        options = self.planner.options
         budget = _Budget(byte_budget)
 
         def read_one(rng: OffsetRange) -> list[pa.RecordBatch]:
-            part = []
-            for batch in read_range(options, rng):
-                if not budget.take(batch.nbytes):
-                    return []  # closing the generator closes its consumer
-                part.append(batch)
-            return part
+            return self._consumers.read(rng, lambda batch: budget.take(batch.nbytes))
 
         if len(ranges) <= 1:
             parts = [read_one(rng) for rng in ranges]

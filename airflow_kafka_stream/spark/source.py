@@ -267,6 +267,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if wait > 0:
             time.sleep(wait)
 
+    def partitions_seen(self) -> list[TopicPartition]:
+        """The partitions the last look at the topics found (empty before the first)."""
+        return list(self._latest_seen or {})
+
     def reportLatestOffset(self) -> dict | None:
         return to_nested(self._latest_seen) if self._latest_seen else None
 

@@ -57,8 +57,8 @@ def read(partition: ScriptedPartition, reopened: list | None = None, **options: 
         (reopened if reopened is not None else []).append((position, wait))
         return partition
 
-    reading = arrow_rows._Partition(partition, arrow_rows.first_fetch_wait_ms(opts), reopen)
-    return [o for batch in arrow_rows._read(reading, opts, RANGE) for o in batch.column("offset").to_pylist()]
+    reading = arrow_rows.PartitionRead(partition, arrow_rows.first_fetch_wait_ms(opts), reopen)
+    return [o for batch in arrow_rows.read_polls(reading, opts, RANGE) for o in batch.column("offset").to_pylist()]
 
 
 def test_range_read_in_polls_sized_to_what_is_left():

@@ -1,0 +1,80 @@
+"""The driver's kept consumers (driver_consumers.py) against a real broker: a range that starts where the
+last one ended is served by the same consumer from what it prefetched, any other start moves it, and
+what a kept consumer reads is always exactly the range asked for."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.spark.driver_consumers import MAX_KEPT, DriverConsumers
+from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.spark.source_options import parse_source_options
+from tests.kafka_utils import create_topic, produce, unique
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topic(kafka_bootstrap) -> str:
+    name = create_topic(kafka_bootstrap, unique("kept"), 2)
+    for partition in (0, 1):
+        produce(kafka_bootstrap, name, [(None, f"p{partition}-{i}") for i in range(60)], partition=partition)
+    return name
+
+
+def offsets(batches) -> list[int]:
+    return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+
+def consumers(bootstrap: str, topic: str, **options: str) -> DriverConsumers:
+    return DriverConsumers(parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                                 **options}))
+
+
+def test_the_next_range_reads_on_from_the_kept_consumer(kafka_bootstrap, topic):
+    kept = consumers(kafka_bootstrap, topic)
+    try:
+        assert offsets(kept.read(OffsetRange(topic, 0, 0, 20), lambda _b: True)) == list(range(20))
+        first = kept._kept[TopicPartition(topic, 0)]
+        assert first.next_offset == 20
+        assert offsets(kept.read(OffsetRange(topic, 0, 20, 45), lambda _b: True)) == list(range(20, 45))
+        assert kept._kept[TopicPartition(topic, 0)].polls is first.polls, "the same consumer read on"
+        # A start elsewhere (a replayed or reset range): the consumer is moved, never read on from its queue.
+        assert offsets(kept.read(OffsetRange(topic, 0, 5, 12), lambda _b: True)) == list(range(5, 12))
+        assert offsets(kept.read(OffsetRange(topic, 0, 50, 60), lambda _b: True)) == list(range(50, 60))
+        assert offsets(kept.read(OffsetRange(topic, 1, 0, 60), lambda _b: True)) == list(range(60))
+        kept.forget([TopicPartition(topic, 1)])
+        assert list(kept._kept) == [TopicPartition(topic, 0)]
+        kept.keep_only([])
+        assert not kept._kept
+    finally:
+        kept.close()
+
+
+def test_a_refused_batch_keeps_nothing_and_a_pattern_query_keeps_no_consumer(kafka_bootstrap, topic):
+    kept = consumers(kafka_bootstrap, topic)
+    try:
+        assert kept.read(OffsetRange(topic, 0, 0, 60), lambda _b: False) == []
+        assert not kept._kept, "a read stopped by the byte budget closes its consumer"
+    finally:
+        kept.close()
+    pattern = DriverConsumers(parse_source_options({"kafka.bootstrap.servers": kafka_bootstrap,
+                                                    "subscribePattern": f"{topic}.*"}))
+    try:
+        assert offsets(pattern.read(OffsetRange(topic, 1, 10, 30), lambda _b: True)) == list(range(10, 30))
+        assert not pattern._kept, "topics of a pattern come and go: nothing is kept"
+    finally:
+        pattern.close()
+
+
+def test_at_most_max_kept_consumers_live(kafka_bootstrap, topic, monkeypatch):
+    monkeypatch.setattr("airflow_kafka_stream.spark.driver_consumers.MAX_KEPT", 1)
+    kept = consumers(kafka_bootstrap, topic)
+    try:
+        kept.read(OffsetRange(topic, 0, 0, 10), lambda _b: True)
+        kept.read(OffsetRange(topic, 1, 0, 10), lambda _b: True)
+        assert list(kept._kept) == [TopicPartition(topic, 1)], "the least recently used goes"
+    finally:
+        kept.close()
+    assert MAX_KEPT == 64
