@@ -5,9 +5,9 @@ Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measu
   - one plain confluent-kafka Consumer (poll loop taking key and value) reading the same topic in
     this Python process; a consume()-batch loop that only counts is reported on stderr too;
   - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
-Each Spark measurement follows warm-up runs of the same query in the same JVM. Every figure is
-the median of BENCH_RUNS (default 3) runs, so one slow run on a shared machine does not decide
-it. For context, stderr also gives the source with its Python reader (kafkaConsumer.nativeReader
+Each Spark query (the rate source's too) runs BENCH_WARMUPS (3) times before it is measured, in
+the same JVM, and the measured runs alternate between the queries. Every figure is the median of
+BENCH_RUNS (default 5) runs, so one slow run on a shared machine does not decide it. For context, stderr also gives the source with its Python reader (kafkaConsumer.nativeReader
 =false), the per-record path the C reader replaces.
 Prints exactly two lines: ``source_vs_consumer: <ratio>`` and ``source_vs_rate: <ratio>``;
 details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
@@ -29,8 +29,8 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
-WARMUPS = int(os.environ.get("BENCH_WARMUPS", "2"))
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+WARMUPS = int(os.environ.get("BENCH_WARMUPS", "3"))
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
 VALUE = b"x" * 90
 
@@ -216,26 +216,28 @@ def main() -> None:
         say("batch consumer (consume(20000), count only): %.0f msgs/s", batch_consumer_rate(bootstrap, topic))
         spark = local_session("bench-source", cores="*")
         with tempfile.TemporaryDirectory() as checkpoints:
-            # The first queries of a JVM pay for JIT-compiling the Arrow-to-row path: the first is
-            # several times slower, and rates keep rising for a few more (measured: the 4th run of
-            # the same query is 20-30% faster than the 2nd). A streaming job runs warm, so the
-            # measured runs follow WARMUPS warm-up runs of each query.
+            # The first queries of a JVM pay for JIT-compiling their paths: the first is several times
+            # slower, and rates keep rising for a few more (measured: the 4th run of the same query is
+            # 20-30% faster than the 2nd; the rate source's own rate rose from 1.9 to 2.4 million rows/s
+            # over its first four runs). A streaming job runs warm, so every query, the rate source too,
+            # runs WARMUPS times before it is measured, and the measured runs alternate (C reader, rate
+            # source, Python reader) so that drift of the JVM or the machine touches all three alike.
             say("warm-up runs (not measured):")
             for _ in range(WARMUPS):
                 source_rate(spark, bootstrap, topic, checkpoints)
+                rate_source_rate(spark, checkpoints)
                 source_rate(spark, bootstrap, topic, checkpoints, native=False)
-            rate_source_rate(spark, checkpoints)
-            say("measured runs (the C and the Python reader alternate):")
-            python_reader: list[float] = []
-
-            def c_then_python() -> float:
-                rate = source_rate(spark, bootstrap, topic, checkpoints)
+            say("measured runs (the C reader, the rate source and the Python reader alternate):")
+            sources, rates, python_reader = [], [], []
+            for _ in range(RUNS):
+                sources.append(source_rate(spark, bootstrap, topic, checkpoints))
+                rates.append(rate_source_rate(spark, checkpoints))
                 python_reader.append(source_rate(spark, bootstrap, topic, checkpoints, native=False))
-                return rate
-
-            source = median_of_runs("kafka_stream rows/s (C reader)", c_then_python)
+            source, rate = statistics.median(sources), statistics.median(rates)
+            say("kafka_stream rows/s (C reader): median %.0f of %s", source, ", ".join(f"{r:.0f}" for r in sources))
+            say("rate source rows/s: median %.0f of %s", rate, ", ".join(f"{r:.0f}" for r in rates))
             say("kafka_stream rows/s (Python reader): median %.0f", statistics.median(python_reader))
-            rate = median_of_runs("rate source rows/s", lambda: rate_source_rate(spark, checkpoints))
+            say("source/rate per round: %s", ", ".join(f"{a / b:.2f}" for a, b in zip(sources, rates, strict=True)))
         print(f"source_vs_consumer: {source / consumer:.2f}")
         print(f"source_vs_rate: {source / rate:.2f}")
     finally:

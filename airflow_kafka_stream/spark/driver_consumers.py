@@ -30,7 +30,7 @@ from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.spark.arrow_rows import (
     PartitionRead,
     arrow_schema,
-    first_fetch_wait_ms,
+    consumer_config,
     open_partition,
     read_polls,
 )
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 #: What a kept consumer may fetch ahead of the next batch: about one auto-placed batch of records,
 #: far below the executors' prefetch (a task reads one range and closes its consumer).
-DRIVER_QUEUE = {"queued.min.messages": 20_000, "queued.max.messages.kbytes": 16 * 1024}
+DRIVER_QUEUE = {"queued.min.messages": 20_000, "queued.max.messages.kbytes": 16 * 1024, "fetch.wait.max.ms": 100}
 
 #: Consumers kept at most (each holds its broker connections and librdkafka's threads).
 MAX_KEPT = 64
@@ -62,7 +62,7 @@ class DriverConsumers:
         self.options = options
         self.enabled = options.subscription.kind != SUBSCRIBE_PATTERN
         self._schema = arrow_schema(options.include_headers)
-        self._first_wait = first_fetch_wait_ms(options)
+        self._first_wait = int(consumer_config(options, None, DRIVER_QUEUE)["fetch.wait.max.ms"])
         self._kept: OrderedDict[TopicPartition, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
