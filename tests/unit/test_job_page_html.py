@@ -8,7 +8,8 @@ VIEW = {
     "job_home": "/jobs/<script>alert(1)</script>",
     "errors": {"partitions": "Kafka connection 'kafka_default': not found"},
     "summary": {"job": "orders", "state": "RUNNING", "app_version": "2", "heartbeat_age_seconds": 1.25,
-                "generation": 3, "last_batch_id": 41, "group": "g", "topics": ["orders"], "error": None},
+                "generation": 3, "last_batch_id": 41, "group": "g", "topics": ["orders"], "error": None,
+                "read_placement": "readMode=auto: batches of up to 20000 records are read on the driver"},
     "partitions": None,
     "lag_samples": [[1000.0, 40, 120], [1005.0, 41, 30]],
     "savepoints": [{"id": "sp-20261122T101500Z-b41", "batch_id": 41, "created_at": "2026-11-22T10:15:00+00:00",
@@ -19,7 +20,8 @@ VIEW = {
 
 def test_a_job_section_shows_summary_savepoints_and_the_error_of_a_part_that_failed():
     html = page("Stream jobs", [VIEW])
-    for seen in ("RUNNING", "1.2 s", "sp-20261122T101500Z-b41", "5.0 KiB", "valid",
+    for seen in ("RUNNING", "1.2 s", "Where batches are read",
+                 "readMode=auto: batches of up to 20000 records are read on the driver", "sp-20261122T101500Z-b41", "5.0 KiB", "valid",
                  "partitions: Kafka connection &#x27;kafka_default&#x27;: not found", "No operation recorded yet."):
         assert seen in html, seen
     assert "<script>" not in html and "&lt;script&gt;" in html, "values are escaped"
