@@ -199,17 +199,19 @@ def watermarks(
     timeout: float = 10.0,
     *,
     retry_for: float | None = None,
+    admin: AdminClient | None = None,
 ) -> dict[TopicPartition, tuple[int, int]]:
     """(low, high) watermark per partition: the first offset still stored and the next offset to be written.
 
     An answer that is no watermark (a librdkafka marker such as -1001, or an end below the
     start) is asked again for up to ``retry_for`` seconds (default ``timeout``), then
-    reported as KafkaAccessError: it must never be read as data loss.
+    reported as KafkaAccessError: it must never be read as data loss. ``admin`` is the caller's
+    own client (else one kept for this process and config).
     """
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    admin = _admin(config)
+    admin = admin or _admin(config)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         earliest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.earliest()), timeout)
