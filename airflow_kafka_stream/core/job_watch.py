@@ -13,8 +13,9 @@ Rules, checked in order; the first that applies decides:
 3. A target state reached, with at least ``min_batches`` batches committed in
    this run when the target is RUNNING: the wait succeeds.
 4. STOPPED while waiting for another state: the job ended; the wait fails.
-5. An active state (STARTING, RUNNING, DRAINING) whose heartbeat is older than
-   ``max_heartbeat_age``: the driver died without saying so; the wait fails.
+5. An active state (STARTING, RUNNING, DRAINING) whose driver is gone by the one
+   liveness rule (``core.liveness``: its processes are gone on this host, or its
+   heartbeat is older than ``max_heartbeat_age``): the wait fails.
 6. Otherwise keep waiting.
 
 Times in a status come from the driver's clock and are compared with the
@@ -33,13 +34,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat half of the rule, named here too
+    DEFAULT_CLOCK_SKEW_SECONDS,
+    clock_skew,
+    heartbeat_age,
+    heartbeat_limit,
+    is_stale,
+    liveness,
+)
+
 STARTING, RUNNING, DRAINING, STOPPED, FAILED = "STARTING", "RUNNING", "DRAINING", "STOPPED", "FAILED"
 ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
 KNOWN_STATES = ACTIVE_STATES | {STOPPED, FAILED}
 
-#: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
-#: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
-DEFAULT_CLOCK_SKEW_SECONDS = 0.0
 
 
 class Outcome(enum.StrEnum):
@@ -105,13 +112,6 @@ def summary(status: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
     }
 
 
-def heartbeat_age(status: Mapping[str, Any], now: datetime) -> float | None:
-    beat = status.get("heartbeat_epoch")
-    if isinstance(beat, bool) or not isinstance(beat, int | float):
-        return None
-    return now.timestamp() - float(beat)
-
-
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
@@ -143,11 +143,12 @@ def job_failed(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
 
 
 # 3. A target state reached (with enough batches when waiting for RUNNING).
-def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Verdict | None:
+def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
+                   processes_gone: bool | None = None) -> Verdict | None:
     state = status.get("state")
     if state not in spec.target_states:
         return None
-    if state in ACTIVE_STATES and _stale(status, spec, now):
+    if state in ACTIVE_STATES and _lost(status, spec, now, processes_gone):
         return None  # rule 5 decides
     if state == RUNNING and spec.min_batches:
         done = status.get("batches_this_run") or 0
@@ -166,52 +167,31 @@ def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | Non
     return None
 
 
-# 5. The driver stopped heart-beating.
-def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> Verdict | None:
-    if status.get("state") in ACTIVE_STATES and _stale(status, spec, now):
+# 5. The driver is gone (core.liveness: its processes are gone on this host, or its heartbeat is stale).
+def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
+                processes_gone: bool | None = None) -> Verdict | None:
+    if status.get("state") in ACTIVE_STATES and _lost(status, spec, now, processes_gone):
         age = heartbeat_age(status, now)
-        return Verdict(Outcome.FAILED, f"the job's last status says {status.get('state')} but its heartbeat is "
-                                       f"{'missing' if age is None else f'{age:.0f}s old'}: the driver died "
-                                       "without reporting; read its log in the job home")
+        gone = "its process and JVM are gone" if processes_gone else (
+            f"its heartbeat is {'missing' if age is None else f'{age:.0f}s old'}")
+        return Verdict(Outcome.FAILED, f"the job's last status says {status.get('state')} but {gone}: the driver "
+                                       "died without reporting; read its log in the job home")
     return None
 
 
-def clock_skew(status: Mapping[str, Any]) -> float:
-    """The clock skew the job declared between its driver and the readers of its status (seconds)."""
-    declared = status.get("clock_skew_seconds")
-    if isinstance(declared, int | float) and not isinstance(declared, bool) and declared >= 0:
-        return float(declared)
-    return DEFAULT_CLOCK_SKEW_SECONDS
+def _lost(status: Mapping[str, Any], spec: WatchSpec, now: datetime, processes_gone: bool | None) -> bool:
+    return liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=spec.max_heartbeat_age).lost
 
 
-def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
-    """How old a heartbeat may look from another host: ``floor`` (or four of a slow-beating job's intervals),
-    plus the clock skew the job declared."""
-    interval = status.get("heartbeat_interval_seconds")
-    limit = floor
-    if isinstance(interval, int | float) and not isinstance(interval, bool):
-        limit = max(floor, 4 * float(interval))
-    return limit + clock_skew(status)
-
-
-def is_stale(status: Mapping[str, Any], floor: float, now: datetime) -> bool:
-    """Whether the heartbeat is missing or older than :func:`heartbeat_limit`."""
-    age = heartbeat_age(status, now)
-    return age is None or age > heartbeat_limit(status, floor)
-
-
-def _stale(status: Mapping[str, Any], spec: WatchSpec, now: datetime) -> bool:
-    return is_stale(status, spec.max_heartbeat_age, now)
-
-
-def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime) -> Verdict:
-    """Apply the rules in order to one status read at ``now``."""
+def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime,
+          processes_gone: bool | None = None) -> Verdict:
+    """Apply the rules in order to one status read at ``now``; ``processes_gone`` as in ``core.liveness``."""
     early = not_reported_yet(status, spec)
     if early is not None:
         return early
     assert status is not None
-    for verdict in (job_failed(status, spec), target_reached(status, spec, now), ended_elsewhere(status, spec),
-                    driver_gone(status, spec, now)):
+    for verdict in (job_failed(status, spec), target_reached(status, spec, now, processes_gone),
+                    ended_elsewhere(status, spec), driver_gone(status, spec, now, processes_gone)):
         if verdict is not None:
             return verdict
     state = status.get("state")

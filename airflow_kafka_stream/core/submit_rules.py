@@ -2,7 +2,8 @@
 
 A retried or re-triggered submit must never start a second driver. What the
 job home holds at the moment of a submit decides, in order:
-1. A driver heart-beats (active state, fresh heartbeat): the same application
+1. A driver lives (by the one liveness rule, ``core.liveness``: an active state,
+   a fresh heartbeat, its processes not gone from this host): the same application
    version means the submit already happened, so wait for it; another version
    is refused (stop it, or upgrade).
 2. A driver was launched a short while ago (its launch record is younger than
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, is_stale
+from airflow_kafka_stream.core.liveness import liveness
 
 
 class SubmitAction(enum.StrEnum):
@@ -37,34 +38,44 @@ class SubmitDecision:
 
 def decide_submit(*, status: Mapping[str, Any] | None, running_version: str | None,
                   launch_record: Mapping[str, Any] | None, launcher_alive: bool | None, version: str,
-                  now: datetime, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0
-                  ) -> SubmitDecision:
-    """``launcher_alive``: whether the launch record's process still exists (None: cannot tell, e.g. another host)."""
+                  now: datetime, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0,
+                  processes_gone: bool | None = None) -> SubmitDecision:
+    """``launcher_alive``: whether the launch record's process still exists (None: cannot tell, e.g. another host);
+    ``processes_gone``: whether the status's driver is gone from this host, as in ``core.liveness``."""
     # 1. A live driver.
-    if status and status.get("state") in ACTIVE_STATES:
-        if not is_stale(status, max_heartbeat_age, now):
-            if running_version == version:
-                return SubmitDecision(SubmitAction.WAIT, f"version {version} already runs (state "
-                                                         f"{status.get('state')}, pid {status.get('pid')})")
-            return SubmitDecision(SubmitAction.REFUSE, f"version {running_version} runs (state {status.get('state')},"
-                                                       f" pid {status.get('pid')}); stop it before submitting "
-                                                       f"version {version}, or run an upgrade")
+    if liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=max_heartbeat_age).alive:
+        assert status is not None
+        if running_version == version:
+            return SubmitDecision(SubmitAction.WAIT, f"version {version} already runs (state "
+                                                     f"{status.get('state')}, pid {status.get('pid')})")
+        return SubmitDecision(SubmitAction.REFUSE, f"version {running_version} runs (state {status.get('state')},"
+                                                   f" pid {status.get('pid')}); stop it before submitting "
+                                                   f"version {version}, or run an upgrade")
     # 2. A driver launched moments ago that has not reported yet.
-    if launch_record and launcher_alive is not False:
-        launched = _time(launch_record.get("launched_at"))
-        started = _time((status or {}).get("started_at"))
-        reported = started is not None and launched is not None and started >= launched
-        if launched is not None and not reported and (now - launched).total_seconds() <= start_grace_seconds:
-            launched_version = str(launch_record.get("app_version"))
-            if launched_version == version:
-                return SubmitDecision(SubmitAction.WAIT, f"a driver of version {version} was launched at "
-                                                         f"{launch_record.get('launched_at')} (pid "
-                                                         f"{launch_record.get('pid')}) and is starting")
-            return SubmitDecision(SubmitAction.REFUSE, f"a driver of version {launched_version} was launched at "
-                                                       f"{launch_record.get('launched_at')} and is starting; wait for "
-                                                       f"it and stop it before submitting version {version}")
+    if launch_pending(status, launch_record, launcher_alive, now, start_grace_seconds):
+        assert launch_record is not None
+        launched_version = str(launch_record.get("app_version"))
+        if launched_version == version:
+            return SubmitDecision(SubmitAction.WAIT, f"a driver of version {version} was launched at "
+                                                     f"{launch_record.get('launched_at')} (pid "
+                                                     f"{launch_record.get('pid')}) and is starting")
+        return SubmitDecision(SubmitAction.REFUSE, f"a driver of version {launched_version} was launched at "
+                                                   f"{launch_record.get('launched_at')} and is starting; wait for "
+                                                   f"it and stop it before submitting version {version}")
     # 3. Nothing runs.
     return SubmitDecision(SubmitAction.LAUNCH, "no driver runs for this job")
+
+
+def launch_pending(status: Mapping[str, Any] | None, launch_record: Mapping[str, Any] | None,
+                   launcher_alive: bool | None, now: datetime, start_grace_seconds: float = 180.0) -> bool:
+    """Whether a driver was launched less than ``start_grace_seconds`` ago, has not reported since (no status
+    started after the launch) and its process is not known dead: it is starting (a JVM takes seconds)."""
+    if not launch_record or launcher_alive is False:
+        return False
+    launched = _time(launch_record.get("launched_at"))
+    started = _time((status or {}).get("started_at"))
+    reported = started is not None and launched is not None and started >= launched
+    return launched is not None and not reported and (now - launched).total_seconds() <= start_grace_seconds
 
 
 def _time(text: Any) -> datetime | None:

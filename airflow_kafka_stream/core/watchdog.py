@@ -7,16 +7,19 @@ in order; the first that applies decides:
 1. The job never reported a status: nothing to watch.
 2. A stop was requested, or the job is STOPPED: it was stopped on purpose and
    is never restarted.
-3. The job is dead (FAILED, or an active state whose heartbeat is stale) or
+3. A driver was launched (a submit, a restart) and has not reported yet, its
+   process still there: it is starting; nothing to do, it is not dead.
+4. The job is dead (FAILED, or gone by the one liveness rule, ``core.liveness``:
+   its driver's processes are gone on this host, or its heartbeat is stale) or
    stuck (RUNNING, heart-beating, but its last committed batch has not moved
    for ``stuck_after_seconds`` while records wait and the lag does not
    shrink): it needs a restart. Otherwise it is fine.
-4. It was restarted ``max_restarts`` times within ``window_seconds``: a crash
+5. It was restarted ``max_restarts`` times within ``window_seconds``: a crash
    loop (a record that kills every batch, a broken deploy). Give up, loudly,
    with the driver's last error; restarting again would only repeat it.
-5. The last restart was less than the backoff ago (``backoff_seconds``,
+6. The last restart was less than the backoff ago (``backoff_seconds``,
    doubling with every restart in the window): wait for a later run.
-6. Restart it (a stuck driver is stopped at once first).
+7. Restart it (a stuck driver is stopped at once first).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import ACTIVE_STATES, FAILED, RUNNING, STOPPED, heartbeat_age, is_stale
+from airflow_kafka_stream.core.job_watch import FAILED, RUNNING, STOPPED
+from airflow_kafka_stream.core.liveness import liveness
 
 
 class Action(enum.StrEnum):
@@ -90,15 +94,11 @@ def track_progress(status: Mapping[str, Any], previous: Progress | None, lag: in
     return Progress(now, batch, lag)
 
 
-def _dead(status: Mapping[str, Any], policy: Policy, now: datetime) -> str | None:
+def _dead(status: Mapping[str, Any], policy: Policy, now: datetime, processes_gone: bool | None) -> str | None:
     if status.get("state") == FAILED:
         return f"the job FAILED: {status.get('error') or 'no error recorded'}"
-    if status.get("state") in ACTIVE_STATES:
-        if is_stale(status, policy.max_heartbeat_age, now):
-            age = heartbeat_age(status, now)
-            return (f"the driver is gone: state {status.get('state')} but no heartbeat for "
-                    f"{'ever' if age is None else f'{age:.0f}s'}")
-    return None
+    found = liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=policy.max_heartbeat_age)
+    return found.reason if found.lost else None
 
 
 def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, policy: Policy, now: datetime) -> str | None:
@@ -113,29 +113,36 @@ def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, polic
 
 
 def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: Sequence[datetime],
-           previous: Progress | None, lag: int | None, now: datetime, policy: Policy) -> Decision:
-    """Apply the rules in order (see the module docstring)."""
+           previous: Progress | None, lag: int | None, now: datetime, policy: Policy,
+           processes_gone: bool | None = None, starting: str | None = None) -> Decision:
+    """Apply the rules in order (see the module docstring).
+
+    ``processes_gone``: whether the driver's processes are gone on this host (None: cannot tell), as in
+    ``core.liveness``; ``starting``: what says a launched driver has not reported yet (None: none is starting).
+    """
     if not status:  # 1
         return Decision(Action.NOTHING, "the job has never reported a status")
     if stop_requested or status.get("state") == STOPPED:  # 2
         return Decision(Action.NOTHING, f"the job is {status.get('state')}"
                                         + (" with a stop requested" if stop_requested else "") + ": stopped on purpose")
     progress = track_progress(status, previous, lag, now)
-    dead = _dead(status, policy, now)  # 3
+    if starting:  # 3
+        return Decision(Action.NOTHING, starting, progress)
+    dead = _dead(status, policy, now, processes_gone)  # 4
     stuck = None if dead else _stuck(status, progress, lag, policy, now)
     if not dead and not stuck:
         return Decision(Action.NOTHING, f"the job is {status.get('state')} (last batch "
                                         f"{status.get('last_batch_id')}, lag {lag})", progress)
     why = dead or stuck
     recent = sorted(at for at in restarts if (now - at).total_seconds() <= policy.window_seconds)
-    if len(recent) >= policy.max_restarts:  # 4
+    if len(recent) >= policy.max_restarts:  # 5
         return Decision(Action.GIVE_UP, f"{why}; it was restarted {len(recent)} time(s) in the last "
                                         f"{policy.window_seconds:.0f}s, the limit: a crash loop, not restarting it "
                                         f"again. Last error: {status.get('error') or 'none recorded'}", progress)
-    if recent:  # 5
+    if recent:  # 6
         backoff = policy.backoff_seconds * 2 ** (len(recent) - 1)
         since = (now - recent[-1]).total_seconds()
         if since < backoff:
             return Decision(Action.WAIT_BACKOFF, f"{why}; restarted {since:.0f}s ago, next restart after "
                                                  f"{backoff:.0f}s", progress)
-    return Decision(Action.KILL_AND_RESTART if stuck else Action.RESTART, why, progress)  # 6
+    return Decision(Action.KILL_AND_RESTART if stuck else Action.RESTART, why, progress)  # 7

@@ -3,7 +3,7 @@
 A reset or restore while the job runs corrupts it. The consumer group alone
 proves nothing (Spark assigns partitions instead of joining the group, so the
 group looks Empty while the job reads), so liveness comes from the job's own
-status heartbeat; an active group is an extra reason to refuse.
+status by the one rule (``core.liveness``); an active group is an extra reason to refuse.
 """
 
 from __future__ import annotations
@@ -11,28 +11,35 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEFAULT_AGE
+from airflow_kafka_stream.core.liveness import Liveness
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
 
 log = logging.getLogger(__name__)
 
 #: A heartbeat older than this means the job is not running (it refreshes every few seconds).
-DEFAULT_MAX_HEARTBEAT_AGE = 30.0
+DEFAULT_MAX_HEARTBEAT_AGE = _DEFAULT_AGE
 
 #: Group states that prove nothing about emptiness: members may be joining.
 UNPROVEN_GROUP_STATES = {"Unknown"}
 
 
-def job_is_running(home: JobHome, now: datetime | None = None,
-                   max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
-    """Whether the job runs (a fresh heartbeat, and a driver not known to be gone), and the status read."""
-    from airflow_kafka_stream.storage.status import is_running, max_heartbeat_age
+def job_liveness(home: JobHome, now: datetime | None = None,
+                 max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[Liveness, dict | None]:
+    """The job's liveness by the one rule (``core.liveness`` through ``storage.status.observe_liveness``: a
+    driver gone from this host is dead at once, one elsewhere by its heartbeat), and the status read."""
+    from airflow_kafka_stream.storage.status import observe_liveness
 
     status = home.status()
-    if status is None:
-        return False, None
-    # A job configured with a slow heartbeat must not look dead between two beats.
-    return is_running(status, now or utc_now(), max_heartbeat_age(status, max_age)), status
+    return observe_liveness(status, now or utc_now(), max_age), status
+
+
+def job_is_running(home: JobHome, now: datetime | None = None,
+                   max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[bool, dict | None]:
+    """Whether the job runs (:func:`job_liveness`), and the status read."""
+    found, status = job_liveness(home, now, max_age)
+    return found.alive, status
 
 
 def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, group: str | None = None,

@@ -25,7 +25,7 @@ from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.files import dump_json, is_local, read_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import JobHome
-from airflow_kafka_stream.storage.processes import process_alive
+from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
 #: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
 CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
@@ -122,7 +122,7 @@ def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriv
         decision = decide_submit(status=status, running_version=_running_version(home, status),
                                  launch_record=previous, launcher_alive=process_alive((previous or {}).get("pid"), (previous or {}).get("host")),
                                  version=str(app_version), now=now, max_heartbeat_age=max_heartbeat_age,
-                                 start_grace_seconds=start_grace_seconds)
+                                 start_grace_seconds=start_grace_seconds, processes_gone=driver_gone(status))
         record["before"] = {"state": (status or {}).get("state"), "launched": previous}
         if decision.action is SubmitAction.REFUSE:
             raise JobStateError(f"job {home.url}: {decision.reason}")

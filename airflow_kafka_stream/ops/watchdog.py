@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.job_watch import FAILED, STOPPED
-from airflow_kafka_stream.core.watchdog import Action, Policy, Progress, decide
+from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
 from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.files import dump_json, read_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,32 @@ def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | 
     return total_lag(offsets, {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()})
 
 
+def starting_driver(home: JobHome, status: Mapping[str, Any] | None, now: datetime) -> str | None:
+    """What says a driver was launched (a submit, a restart) and has not reported yet; None when none is."""
+    from airflow_kafka_stream.core.submit_rules import launch_pending
+    from airflow_kafka_stream.ops.submit import launch_record
+
+    record = launch_record(home)
+    if not launch_pending(status, record, process_alive((record or {}).get("pid"), (record or {}).get("host")), now):
+        return None
+    assert record is not None
+    return (f"a driver of version {record.get('app_version')} was launched at {record.get('launched_at')} "
+            f"(pid {record.get('pid')}) and has not reported yet: it is starting")
+
+
+def assess(home: JobHome, policy: Policy, *, now: datetime | None = None, lag: int | None = None,
+           previous: Progress | None = None, status: Mapping[str, Any] | None = None) -> Decision:
+    """Observe the job and decide (``core.watchdog.decide``), changing nothing: liveness by the one rule (a
+    driver gone from this host is dead at once), the restarts since the last deliberate operation, a stop
+    request, a driver that is starting. Without ``lag`` and ``previous`` only death is judged, not a stuck job."""
+    now = now or datetime.now(UTC)
+    if status is None:
+        status = home.status()
+    return decide(status, stop_requested=home.stop_requested(), restarts=restarts_in_history(home),
+                  previous=previous, lag=lag, now=now, policy=policy, processes_gone=driver_gone(status),
+                  starting=starting_driver(home, status, now))
+
+
 def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
           restart: Callable[[JobHome, str], dict[str, Any]], *, now: datetime | None = None, by: str | None = None,
           kill_timeout: float = 60.0) -> WatchdogResult:
@@ -93,8 +120,7 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
         previous = Progress.from_dict(read_json(home.fs, home.p(*MEMORY)))
     except ValueError:
         previous = None
-    decision = decide(status, stop_requested=home.stop_requested(), restarts=restarts_in_history(home),
-                      previous=previous, lag=lag, now=now, policy=policy)
+    decision = assess(home, policy, now=now, lag=lag, previous=previous, status=status or {})
     if decision.progress is not None:
         write_atomic(home.fs, home.p(*MEMORY), dump_json(decision.progress.to_dict()))
     log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)

@@ -11,10 +11,11 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 
-class StreamJobStateSensor(BaseSensorOperator):
+class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
     """Succeed when the job reaches one of ``target_states``; fail when it fails, dies or stops elsewhere.
 
     The job's summary (state, generation, last batch and offsets, heartbeat age) goes to XCom.
@@ -60,11 +61,13 @@ class StreamJobStateSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.storage.processes import driver_gone
 
         # A job just submitted may not have created its home yet: no status is a reason to wait, not to fail.
         status = StreamJobHook(self.job_home, None, self.storage_conn_id).status()
         now = datetime.now(UTC)
-        verdict = judge(status, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age), now)
+        verdict = judge(status, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age), now,
+                        driver_gone(status))
         self.log.info("job %s: %s", self.job_home, verdict.message)
         if verdict.outcome is Outcome.FAILED:
             raise JobStateError(f"job {self.job_home}: {verdict.message}")

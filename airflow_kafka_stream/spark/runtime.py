@@ -48,6 +48,7 @@ from pyspark.errors import StreamingQueryException
 
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+from airflow_kafka_stream.core.liveness import Life
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, to_nested
 from airflow_kafka_stream.core.redaction import is_secret_key, redact_text, secret_values
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
@@ -63,7 +64,6 @@ from airflow_kafka_stream.spark.standby import Standby, rehearse
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.files import read_json, url_to_fs
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
-from airflow_kafka_stream.storage.processes import process_alive
 
 log = logging.getLogger(__name__)
 
@@ -474,17 +474,19 @@ class StreamRuntime:
     def _refuse_second_driver(self) -> None:
         """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats.
 
-        A fresh heartbeat written from this host by a process that is gone (killed while it started) is no
-        driver: it is not waited out. One from another host is, since its pid means nothing here.
+        Liveness is the one rule (``core.liveness``): a fresh heartbeat written from this host by a driver whose
+        Python process and JVM are gone (a ``kill -9``) is no driver and is not waited out; one from another
+        host is, since its pids mean nothing here.
         """
         status = st.read_status(self.home.url, self.config.storage_options)
-        max_age = st.max_heartbeat_age(status, self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
-        if status and st.is_alive(status, time.time(), max_age) and (
-                status.get("pid"), status.get("host")) != (os.getpid(), socket.gethostname()):
-            if process_alive(status.get("pid"), status.get("host")) is False:
-                log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
-                            self.config.job_name, status.get("pid"), status.get("heartbeat"))
-                return
+        if not status or (status.get("pid"), status.get("host")) == (os.getpid(), socket.gethostname()):
+            return
+        found = st.observe_liveness(status, time.time(),
+                                    self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
+        if found.life is Life.GONE:
+            log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
+                        self.config.job_name, status.get("pid"), status.get("heartbeat"))
+        if found.alive:
             raise JobStateError(
                 f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
                 f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "

@@ -155,7 +155,7 @@ class Standby:
     def _note_job_state(self) -> None:
         """The job stopped without a go: say so (the standby does not take over without being told to)."""
         status = self.home.status()
-        alive = st.is_alive(status, time.time(), st.max_heartbeat_age(status, 30.0))
+        alive = st.observe_liveness(status, time.time()).alive
         note = None if alive else (
             f"the job no longer runs (state {(status or {}).get('state')}) but no go was given: this standby does "
             "not take over without one (an upgrade gives it after stopping the old version)")

@@ -7,19 +7,20 @@ locally, one PUT on object stores), so a reader never sees half a file.
 
 States: STARTING -> RUNNING <-> DRAINING -> STOPPED, or FAILED from any of them
 (DRAINING returns to RUNNING when the stop request is withdrawn).
-A job counts as running while its state is STARTING, RUNNING or DRAINING *and*
-its heartbeat is fresh; a stale heartbeat means the driver died without saying so.
-Where the driver ran on the reader's host, a driver whose Python process and
-JVM are both gone is not running either, however fresh its last heartbeat
-(:func:`is_running`): an operation after a ``kill -9`` need not wait it out.
+Whether the job runs is decided by one rule, ``core.liveness``, for every
+reader (:func:`observe_liveness` adds what only this host can see): an active
+state and a fresh heartbeat, unless the driver ran on this host and its Python
+process and JVM are both gone, which makes it dead at once (an operation or the
+watchdog after a ``kill -9`` need not wait the heartbeat out).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
 
 STARTING = "STARTING"
@@ -31,6 +32,9 @@ FAILED = "FAILED"
 ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
 FINAL_STATES = frozenset({STOPPED, FAILED})
 ALL_STATES = ACTIVE_STATES | FINAL_STATES
+
+if TYPE_CHECKING:
+    from airflow_kafka_stream.core.liveness import Liveness
 
 STATUS_FILE = "status.json"
 
@@ -61,11 +65,9 @@ def write_status(home_url: str, status: Mapping[str, Any], storage_options: dict
 
 def heartbeat_age(status: Mapping[str, Any], now: float | datetime) -> float | None:
     """Seconds since the status's heartbeat, or None when it has no usable heartbeat."""
-    beat = status.get("heartbeat_epoch")
-    if isinstance(beat, bool) or not isinstance(beat, int | float):
-        return None
-    now_epoch = now.timestamp() if isinstance(now, datetime) else float(now)
-    return now_epoch - float(beat)
+    from airflow_kafka_stream.core.liveness import heartbeat_age as age
+
+    return age(status, now)
 
 
 def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
@@ -76,22 +78,28 @@ def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
     return heartbeat_limit(status or {}, floor)
 
 
-def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
-    """Whether the job that wrote ``status`` is still running at ``now``.
+def observe_liveness(status: Mapping[str, Any] | None, now: float | datetime,
+                     max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> Liveness:
+    """The one liveness rule (``core.liveness``) fed with what only this host can see: whether the driver's
+    Python process and JVM are gone (``storage.processes.driver_gone``; unknown for another host's driver)."""
+    from airflow_kafka_stream.core.liveness import liveness
+    from airflow_kafka_stream.storage.processes import driver_gone
 
-    Running means: an active state (STARTING, RUNNING, DRAINING) and a heartbeat
-    no older than ``max_age_seconds``. No status, a final state (STOPPED,
-    FAILED), an unknown state or a missing/stale heartbeat all mean not running.
-    A heartbeat from the future (clock skew between hosts) counts as fresh.
-    """
+    gone = driver_gone(status) if status and status.get("state") in ACTIVE_STATES else None
+    return liveness(status, now=now, processes_gone=gone, max_heartbeat_age=max_heartbeat_age)
+
+
+def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
+    """The heartbeat half of the rule with a limit already worked out (``max_heartbeat_age``): an active state
+    and a heartbeat no older than ``max_age_seconds`` (one from the future counts as fresh). Operations use
+    :func:`observe_liveness`, which also knows a driver gone from this host."""
     if not status or status.get("state") not in ACTIVE_STATES:
         return False
     age = heartbeat_age(status, now)
     return age is not None and age <= max_age_seconds
 
 
-def is_running(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
-    """:func:`is_alive`, unless the driver ran on this host and its processes are gone (``driver_gone``)."""
-    from airflow_kafka_stream.storage.processes import driver_gone
-
-    return is_alive(status, now, max_age_seconds) and not driver_gone(status)
+def is_running(status: Mapping[str, Any] | None, now: float | datetime,
+               max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> bool:
+    """Whether the job runs, by the one rule (:func:`observe_liveness`)."""
+    return observe_liveness(status, now, max_heartbeat_age).alive

@@ -80,16 +80,18 @@ class StreamJobStateTrigger(BaseTrigger):
     def poll(self) -> dict[str, Any]:
         """One look at the job (blocking: it reads storage): an event whose status is ``waiting`` until the
         wait is over, then ``success`` or ``failed``. An operator that waits in its slot first calls this too."""
+        from airflow_kafka_stream.storage.processes import driver_gone
+
         status = self._read_status()
         now = datetime.now(UTC)
-        verdict = judge(status, self.spec(), now)
+        verdict = judge(status, self.spec(), now, driver_gone(status))
         if not verdict.done and driver_exited(self.driver_pid, self.driver_host):
             status = self._read_status()  # it may have reported just before exiting
-            verdict = judge(status, self.spec(), now)
+            verdict = judge(status, self.spec(), now, driver_gone(status))
             if not verdict.done:
                 return {"status": "failed", "job": summary(status, now), "message": (
                     f"the driver process (pid {self.driver_pid}) exited before the job reported "
-                    f"{'/'.join(self.target_states)}: {verdict.message}")}
+                    f"{'/'.join(self.target_states)}; {status_shows(status, self.newer_than)}")}
         state = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, WAITING)
         return {"status": state, "message": verdict.message, "job": summary(status, now)}
 
@@ -103,6 +105,19 @@ class StreamJobStateTrigger(BaseTrigger):
                       "/".join(self.target_states))
         async for event in poll_until_done(self, self.log.info, f"job {self.job_home}", "the job's status"):
             yield event
+
+def status_shows(status: dict[str, Any] | None, newer_than: str | None) -> str:
+    """What the job's status says, in words, when a driver exited before it reported (it never wrote one)."""
+    if not status:
+        return "the job home has no status: the driver never reported"
+    started = status.get("started_at")
+    try:
+        earlier = bool(newer_than) and datetime.fromisoformat(str(started)) < datetime.fromisoformat(str(newer_than))
+    except ValueError:
+        earlier = bool(newer_than)
+    whose = "a previous driver's" if earlier else "this driver's"
+    return f"the job's status still shows {status.get('state')}, {whose} (started {started})"
+
 
 def driver_exited(pid: int | None, host: str | None) -> bool:
     """Whether a driver launched on this host has exited (False when it cannot be told from here)."""

@@ -70,3 +70,30 @@ def test_progress_keeps_the_time_the_batch_was_first_seen():
     first = track_progress(status(batch=7), None, 10, ago(100))
     assert track_progress(status(batch=7), first, 20, NOW) == first
     assert track_progress(status(batch=8), first, 20, NOW) == Progress(NOW, 8, 20)
+
+
+LIVENESS_CASES = [
+    # id, status, processes gone, starting, action, why
+    ("killed-here-fresh-beat", status(beat_age=1), True, None, Action.RESTART,
+     "a driver whose processes are gone on this host is dead at once, however fresh its heartbeat"),
+    ("elsewhere-fresh-beat", status(beat_age=1), None, None, Action.NOTHING,
+     "another host's driver cannot be seen: its fresh heartbeat says it runs"),
+    ("elsewhere-stale-beat", status(beat_age=120), None, None, Action.RESTART,
+     "another host's driver is judged by its heartbeat age alone"),
+    ("processes-alive", status(beat_age=1), False, None, Action.NOTHING, "both processes are there: it runs"),
+    ("gone-but-stopped", status("STOPPED", beat_age=1), True, None, Action.NOTHING,
+     "a job stopped on purpose is never restarted"),
+    ("restart-starting", status("FAILED", error="x"), None, "launched, not reported", Action.NOTHING,
+     "a driver launched moments ago is starting, not dead: restarting it again would start a second one"),
+    ("gone-in-backoff", status(beat_age=1), True, None, Action.WAIT_BACKOFF,
+     "the failure-rate limit and backoff hold for a driver found gone too"),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "gone", "starting", "action", "why"), LIVENESS_CASES,
+                         ids=[c[0] for c in LIVENESS_CASES])
+def test_decide_reads_liveness_through_the_one_rule(case, doc, gone, starting, action, why):
+    restarts = [ago(10)] if case == "gone-in-backoff" else []
+    decision = decide(doc, stop_requested=False, restarts=restarts, previous=None, lag=None, now=NOW, policy=POLICY,
+                      processes_gone=gone, starting=starting)
+    assert decision.action is action, f"{why}: {decision.reason}"

@@ -1,0 +1,123 @@
+"""Is a job's driver alive? The one rule every reader of a status applies, as a pure function.
+
+``status``, the job page, the guards of reset/restore/repair/stop, a submit, the
+watchdog, sensors, triggers and a starting driver all ask it; none decides on
+its own. The driver writes its status (state, heartbeat, pids, host); the only
+thing a reader can add is whether the driver's processes still exist, and that
+only on the host they ran on: the caller observes it (``storage.processes``)
+and passes it in as ``processes_gone``, with ``now``. Rules, in order; the
+first that applies decides:
+
+1. No status: the job never reported; not alive.
+2. A final state (STOPPED, FAILED) or an unknown one: not alive; it ended and said so.
+3. The driver ran on this host and its Python process and its JVM are both gone:
+   dead at once, however fresh its last heartbeat (a ``kill -9`` leaves one that
+   looks fresh for up to the heartbeat limit).
+4. The heartbeat is missing or older than the limit (``max_heartbeat_age``, or
+   four of a slow-beating job's intervals, plus the job's declared clock skew):
+   dead; it died without saying so. A driver on another host is judged by this
+   rule alone, since its pids mean nothing here.
+5. Otherwise alive.
+
+Times in a status come from the driver's clock; a reader on another host allows
+the skew the job declares (``clock_skew_seconds``), so a heartbeat from the
+future counts as fresh.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+ACTIVE_STATES = frozenset({"STARTING", "RUNNING", "DRAINING"})
+FINAL_STATES = frozenset({"STOPPED", "FAILED"})
+
+#: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
+#: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
+DEFAULT_CLOCK_SKEW_SECONDS = 0.0
+
+#: A heartbeat older than this (seconds) means the driver is gone, unless the job beats slower.
+DEFAULT_MAX_HEARTBEAT_AGE = 30.0
+
+
+class Life(enum.StrEnum):
+    NO_STATUS = "no-status"
+    ENDED = "ended"
+    GONE = "gone"
+    STALE = "stale"
+    ALIVE = "alive"
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What the rule found, why, and the heartbeat's age (seconds, None without a usable heartbeat)."""
+
+    life: Life
+    reason: str
+    heartbeat_age: float | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.life is Life.ALIVE
+
+    @property
+    def lost(self) -> bool:
+        """An active state the driver can no longer be in: it died without saying so."""
+        return self.life in (Life.GONE, Life.STALE)
+
+
+def heartbeat_age(status: Mapping[str, Any], now: datetime | float) -> float | None:
+    """Seconds since the status's heartbeat, or None when it has no usable heartbeat."""
+    beat = status.get("heartbeat_epoch")
+    if isinstance(beat, bool) or not isinstance(beat, int | float):
+        return None
+    return (now.timestamp() if isinstance(now, datetime) else float(now)) - float(beat)
+
+
+def clock_skew(status: Mapping[str, Any]) -> float:
+    """The clock skew the job declared between its driver and the readers of its status (seconds)."""
+    declared = status.get("clock_skew_seconds")
+    if isinstance(declared, int | float) and not isinstance(declared, bool) and declared >= 0:
+        return float(declared)
+    return DEFAULT_CLOCK_SKEW_SECONDS
+
+
+def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
+    """How old a heartbeat may look: ``floor`` (or four of a slow-beating job's intervals), plus the declared skew."""
+    interval = status.get("heartbeat_interval_seconds")
+    limit = floor
+    if isinstance(interval, int | float) and not isinstance(interval, bool):
+        limit = max(floor, 4 * float(interval))
+    return limit + clock_skew(status)
+
+
+def is_stale(status: Mapping[str, Any], floor: float, now: datetime | float) -> bool:
+    """Whether the heartbeat is missing or older than :func:`heartbeat_limit`."""
+    age = heartbeat_age(status, now)
+    return age is None or age > heartbeat_limit(status, floor)
+
+
+def liveness(status: Mapping[str, Any] | None, *, now: datetime | float, processes_gone: bool | None,
+             max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> Liveness:
+    """Apply the rules in order (see the module docstring) to one status read at ``now``.
+
+    ``processes_gone``: True when the driver ran on this host and its Python process and JVM are both gone;
+    False when they are not; None when it cannot be told here (another host, no pids recorded).
+    """
+    if not status:  # 1
+        return Liveness(Life.NO_STATUS, "the job has never reported a status")
+    state = status.get("state")
+    age = heartbeat_age(status, now)
+    if state not in ACTIVE_STATES:  # 2
+        return Liveness(Life.ENDED, f"the job is {state}", age)
+    if processes_gone:  # 3
+        return Liveness(Life.GONE, f"the driver is gone: state {state} but its process (pid {status.get('pid')}) "
+                                   f"and its JVM (pid {status.get('jvm_pid')}) no longer exist on "
+                                   f"{status.get('host')}", age)
+    if is_stale(status, max_heartbeat_age, now):  # 4
+        return Liveness(Life.STALE, f"the driver is gone: state {state} but no heartbeat for "
+                                    f"{'ever' if age is None else f'{age:.0f}s'}", age)
+    return Liveness(Life.ALIVE, f"the job is {state}", age)  # 5

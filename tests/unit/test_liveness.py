@@ -1,0 +1,48 @@
+"""core.liveness: the one rule every reader of a status applies (status, job page, guards, submit, watchdog)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from airflow_kafka_stream.core.liveness import Life, liveness
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def status(state: str = "RUNNING", beat_age: float | None = 2.0, **more) -> dict:
+    doc = {"state": state, "pid": 11, "jvm_pid": 12, "host": "h1", **more}
+    if beat_age is not None:
+        doc["heartbeat_epoch"] = (NOW - timedelta(seconds=beat_age)).timestamp()
+    return doc
+
+
+CASES = [
+    # id, status, processes gone, expected, why
+    ("1-no-status", None, None, Life.NO_STATUS, "a job that never reported is not alive"),
+    ("2-stopped", status("STOPPED"), None, Life.ENDED, "a final state ends it, whatever the heartbeat"),
+    ("2-failed-gone", status("FAILED"), True, Life.ENDED, "a driver that said it failed ended, it was not lost"),
+    ("2-unknown-state", status("PAUSED"), None, Life.ENDED, "an unknown state is not running"),
+    ("3-gone-here-fresh", status(beat_age=1), True, Life.GONE,
+     "kill -9 on this host: dead at once, the fresh heartbeat is the dead driver's"),
+    ("3-gone-starting", status("STARTING", beat_age=0), True, Life.GONE, "a starting driver can die too"),
+    ("4-elsewhere-fresh", status(beat_age=1), None, Life.ALIVE,
+     "another host: its pids mean nothing here, the heartbeat decides"),
+    ("4-elsewhere-stale", status(beat_age=31), None, Life.STALE, "a heartbeat older than 30 s: died silently"),
+    ("4-no-heartbeat", status(beat_age=None), None, Life.STALE, "no heartbeat proves no life"),
+    ("4-slow-beater", status(beat_age=50, heartbeat_interval_seconds=15), None, Life.ALIVE,
+     "a job beating every 15 s is allowed four intervals"),
+    ("4-declared-skew", status(beat_age=38, clock_skew_seconds=10), None, Life.ALIVE,
+     "the skew the job declared is added for readers on other hosts"),
+    ("5-alive-here", status(beat_age=1), False, Life.ALIVE, "its processes are there and it beats"),
+    ("5-future-beat", status(beat_age=-5), None, Life.ALIVE, "a heartbeat from the future (skew) counts as fresh"),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "gone", "expected", "why"), CASES, ids=[c[0] for c in CASES])
+def test_liveness(case, doc, gone, expected, why):
+    found = liveness(doc, now=NOW, processes_gone=gone, max_heartbeat_age=30.0)
+    assert found.life is expected, f"{why}: {found.reason}"
+    assert found.alive is (expected is Life.ALIVE)
+    assert found.lost is (expected in (Life.GONE, Life.STALE))
