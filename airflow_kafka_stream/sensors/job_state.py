@@ -11,11 +11,10 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.errors import JobStateError
-from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 
-class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
+class StreamJobStateSensor(BaseSensorOperator):
     """Succeed when the job reaches one of ``target_states``; fail when it fails, dies or stops elsewhere.
 
     The job's summary (state, generation, last batch and offsets, heartbeat age) goes to XCom.
