@@ -23,6 +23,7 @@ Kafka settings come from the ``kafka_conn_id`` connection of that section
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -118,6 +119,14 @@ def _view(home: str) -> dict[str, Any]:
     return view
 
 
+def ui_timezone() -> tzinfo:
+    """The zone the page writes times in: Airflow's ``[core] default_timezone`` (Airflow 3 has no server-side
+    ``default_ui_timezone`` any more; the UI's own zone picker lives in the browser, which this page cannot read)."""
+    from airflow.settings import TIMEZONE
+
+    return TIMEZONE
+
+
 def _authorized():
     """Airflow's own check: a valid login with read access to DAGs (the one named by ``dag_id``, if given)."""
     from airflow.api_fastapi.core_api.security import requires_access_dag
@@ -134,7 +143,7 @@ def create_app() -> FastAPI:
         homes = _pick(known_homes(dag_id), home)
         intro = (f"Job homes of the runs of {dag_id}." if dag_id else
                  "Every job home this Airflow knows: configured, and named by the example DAGs' runs.")
-        return page("Stream jobs", [_view(h) for h in homes], intro)
+        return page("Stream jobs", [_view(h) for h in homes], intro, tz=ui_timezone())
 
     @app.get("/api/jobs")
     def list_jobs(dag_id: str | None = Query(None)) -> dict[str, Any]:

@@ -7,7 +7,7 @@ inside the Airflow UI's iframe and behind any proxy.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from html import escape
 from typing import Any
 
@@ -24,20 +24,61 @@ svg text{font-size:11px;fill:#4a5568}
 BAD_STATUSES = {"PARTITION_GONE", "OUT_OF_RANGE", "STALLED", "FAILED"}
 
 
-def page(title: str, views: Sequence[dict[str, Any]], intro: str = "") -> str:
-    """The whole page for several job homes."""
+def page(title: str, views: Sequence[dict[str, Any]], intro: str = "", tz: tzinfo = UTC,
+         now: datetime | None = None) -> str:
+    """The whole page for several job homes; times shown to the second in ``tz`` with their age at ``now``."""
+    clock = Clock(tz, now or datetime.now(UTC))
     body = [f"<h1>{escape(title)}</h1>"]
     if intro:
         body.append(f'<p class="muted">{escape(intro)}</p>')
     if not views:
         body.append('<p id="no-jobs">No job home known here. Job homes come from the <code>[airflow_kafka_stream] '
                     "job_homes</code> setting and from the <code>job_home</code> of the example DAGs' runs.</p>")
-    body += [job_section(view) for view in views]
+    body += [job_section(view, clock) for view in views]
     return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title><style>" + STYLE
             + "</style></head><body>" + "\n".join(body) + "</body></html>")
 
 
-def job_section(view: dict[str, Any]) -> str:
+class Clock:
+    """How the page writes a time a person reads: to the second, in the Airflow UI's zone, with its age."""
+
+    def __init__(self, tz: tzinfo, now: datetime) -> None:
+        self.tz, self.now = tz, now
+
+    def when(self, value: str | None) -> str | None:
+        """``2026-11-22 11:15:00 CET (3 min ago)`` from an ISO time; a value that is no time as it is."""
+        if not value:
+            return None
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)  # the job home writes UTC
+        local = moment.astimezone(self.tz)
+        return f"{local.strftime('%Y-%m-%d %H:%M:%S')} {local.tzname() or ''}".rstrip() + f" ({age(self.now, moment)})"
+
+    def cell(self, value: str | None) -> str:
+        """A table cell with the readable time, the exact value on hover."""
+        text = self.when(value)
+        if text is None:
+            return _cell(None)
+        return f'<td title="{escape(str(value))}">{escape(text)}</td>'
+
+
+def age(now: datetime, moment: datetime) -> str:
+    """How long ago, in the largest whole unit: ``12 s ago``, ``3 min ago``, ``5 h ago``, ``2 days ago``."""
+    seconds = (now - moment).total_seconds()
+    if seconds < 0:
+        return "in the future: clocks differ" if seconds < -5 else "just now"
+    for size, unit in ((86400, "days"), (3600, "h"), (60, "min")):
+        if seconds >= size * (2 if unit == "days" else 1):
+            return f"{int(seconds // size)} {unit} ago"
+    return f"{int(seconds)} s ago"
+
+
+def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
+    clock = clock or Clock(UTC, datetime.now(UTC))
     summary = view.get("summary") or {}
     name = summary.get("job") or view["job_home"]
     parts = [f'<section class="job" data-job-home="{escape(view["job_home"])}">',
@@ -48,11 +89,11 @@ def job_section(view: dict[str, Any]) -> str:
     if view.get("partitions") is not None:
         parts.append("<h3>Partitions</h3>" + _partitions(view["partitions"]))
     if "lag_samples" in view:
-        parts.append("<h3>Lag over time</h3>" + lag_plot(view["lag_samples"]))
+        parts.append("<h3>Lag over time</h3>" + lag_plot(view["lag_samples"], tz=clock.tz))
     if view.get("savepoints") is not None:
-        parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"]))
+        parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"], clock))
     if view.get("history") is not None:
-        parts.append("<h3>Operation history</h3>" + _history(view["history"]))
+        parts.append("<h3>Operation history</h3>" + _history(view["history"], clock))
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -110,7 +151,7 @@ def _size(size: int | None) -> str | None:
     return None
 
 
-def _savepoints(rows: list[dict[str, Any]]) -> str:
+def _savepoints(rows: list[dict[str, Any]], clock: Clock) -> str:
     if not rows:
         return '<p class="muted">No savepoint yet.</p>'
 
@@ -122,21 +163,22 @@ def _savepoints(rows: list[dict[str, Any]]) -> str:
         return f'<td class="bad" title="{escape(r.get("problem") or "")}">INVALID</td>'
 
     return _table(["Savepoint", "Batch", "Created", "Version", "Size", "Checksums"],
-                  ([_cell(r["id"]), _cell(r["batch_id"], True), _cell(r["created_at"]), _cell(r["app_version"]),
+                  ([_cell(r["id"]), _cell(r["batch_id"], True), clock.cell(r["created_at"]), _cell(r["app_version"]),
                     _cell(_size(r["size_bytes"]), True), valid(r)] for r in rows), "savepoints")
 
 
-def _history(rows: list[dict[str, Any]]) -> str:
+def _history(rows: list[dict[str, Any]], clock: Clock) -> str:
     if not rows:
         return '<p class="muted">No operation recorded yet.</p>'
     return _table(["Started", "Operation", "By", "Result", "Seconds", "Arguments", "Error"],
-                  ([_cell(r["started_at"]), _cell(r["operation"]), _cell(r["by"]),
+                  ([clock.cell(r["started_at"]), _cell(r["operation"]), _cell(r["by"]),
                     _cell(r["result"], css="OK" if r["result"] == "ok" else "bad"), _cell(r["seconds"], True),
                     _cell(r["args"]), _cell((r.get("error") or "")[:300] or None)] for r in rows), "history")
 
 
-def lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: int = 160) -> str:
-    """Records waiting per batch over time, as an SVG polyline with its range labelled (newest value in text)."""
+def lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: int = 160, tz: tzinfo = UTC) -> str:
+    """Records waiting per batch over time, as an SVG polyline with its range labelled in ``tz`` (newest value in
+    text)."""
     if not samples:
         return '<p class="muted">No lag sample yet (the running job records one per batch).</p>'
     times = [float(s[0]) for s in samples]
@@ -152,19 +194,20 @@ def lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: int =
         return top + (1 - v / peak) * (height - top - bottom)
 
     points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(times, lags, strict=True))
-    start = datetime.fromtimestamp(times[0], UTC).strftime("%H:%M:%S")
-    end = datetime.fromtimestamp(times[-1], UTC).strftime("%H:%M:%S")
+    start = datetime.fromtimestamp(times[0], tz).strftime("%H:%M:%S")
+    last = datetime.fromtimestamp(times[-1], tz)
+    end, zone = last.strftime("%H:%M:%S"), last.tzname() or ""
     latest = int(lags[-1])
     return (
         f'<p class="lag-now">Lag at the last batch: <b>{latest}</b> records (peak {int(peak)}, '
         f"{len(samples)} batches)</p>"
         f'<svg class="lag-plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="records waiting per batch from {start} to {end} UTC">'
+        f'aria-label="records waiting per batch from {start} to {end} {zone}">'
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a0aec0"/>'
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a0aec0"/>'
         f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{int(peak)}</text>'
         f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>'
         f'<text x="{left}" y="{height - 6}">{start}</text>'
-        f'<text x="{width - right}" y="{height - 6}" text-anchor="end">{end} UTC</text>'
+        f'<text x="{width - right}" y="{height - 6}" text-anchor="end">{end} {zone}</text>'
         f'<polyline fill="none" stroke="#2b6cb0" stroke-width="2" points="{points}"/></svg>'
     )

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from airflow_kafka_stream.plugins.job_page_html import lag_plot, page
+import json
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from airflow_kafka_stream.plugins.job_page_html import age, lag_plot, page
 
 VIEW = {
     "job_home": "/jobs/<script>alert(1)</script>",
@@ -38,3 +44,47 @@ def test_the_lag_plot_draws_every_sample_and_writes_the_newest_value():
 
 def test_no_job_home_known_says_where_they_come_from():
     assert "job_homes" in page("Stream jobs", [])
+
+
+NOW = datetime(2026, 11, 22, 10, 18, 30, tzinfo=UTC)
+TIMED = {**VIEW, "savepoints": [{**VIEW["savepoints"][0], "created_at": "2026-11-22T10:15:00.149272+00:00"}],
+         "history": [{"started_at": "2026-11-22T07:18:29.999999+00:00", "operation": "stop", "by": "airflow",
+                      "result": "ok", "seconds": 3.2, "args": "{}", "error": None}]}
+
+
+@pytest.mark.parametrize(("tz", "created", "started"), [
+    # id: UTC, the default zone: to the second, microseconds gone, the age beside it.
+    (UTC, "2026-11-22 10:15:00 UTC (3 min ago)", "2026-11-22 07:18:29 UTC (3 h ago)"),
+    # a configured zone: the same moments as a person there reads them.
+    (ZoneInfo("Europe/Amsterdam"), "2026-11-22 11:15:00 CET (3 min ago)", "2026-11-22 08:18:29 CET (3 h ago)"),
+])
+def test_savepoint_and_history_times_are_shown_to_the_second_in_the_ui_zone_with_their_age(tz, created, started):
+    html = page("Stream jobs", [TIMED], tz=tz, now=NOW)
+    savepoints = html.split('class="savepoints"')[1].split("</table>")[0]
+    history = html.split('class="history"')[1].split("</table>")[0]
+    assert created in savepoints and started in history, (savepoints, history)
+    assert ".149272" not in savepoints.replace('title="2026-11-22T10:15:00.149272+00:00"', ""), "no microseconds shown"
+    assert 'title="2026-11-22T10:15:00.149272+00:00"' in savepoints, "the exact value on hover"
+
+
+@pytest.mark.parametrize(("seconds", "said", "why"), [
+    (0.4, "0 s ago", "under a minute: seconds"),
+    (59, "59 s ago", "still seconds"),
+    (60, "1 min ago", "a minute"),
+    (3599, "59 min ago", "minutes up to the hour"),
+    (7200, "2 h ago", "hours"),
+    (86400 + 3600, "25 h ago", "hours up to two days: a day and a bit reads better in hours"),
+    (3 * 86400, "3 days ago", "days"),
+    (-2, "just now", "a clock a little ahead is no future"),
+    (-60, "in the future: clocks differ", "a clock far ahead says so"),
+])
+def test_the_age_is_said_in_its_largest_whole_unit(seconds, said, why):
+    assert age(NOW, NOW - timedelta(seconds=seconds)) == said, why
+
+
+def test_the_json_api_keeps_the_exact_value():
+    """The view (the JSON API's answer) is not touched by rendering: scripts get the value as recorded."""
+    view = json.loads(json.dumps(TIMED))
+    page("Stream jobs", [view], tz=ZoneInfo("Europe/Amsterdam"), now=NOW)
+    assert view["savepoints"][0]["created_at"] == "2026-11-22T10:15:00.149272+00:00"
+    assert view == TIMED
