@@ -1,5 +1,6 @@
-"""The watchdog with real Airflow, real drivers and a real broker: it restarts a killed driver (nothing lost
-or duplicated), leaves a healthy or a stopped job alone, and gives up on a version that fails every start."""
+"""The watchdog with real Airflow, real drivers and a real broker: it restarts a killed driver at once when the
+driver is provably gone from this host, by its heartbeat age when it ran elsewhere (nothing lost or duplicated),
+leaves a healthy or a stopped job alone, and gives up on a version that fails every start."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import os
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -22,15 +24,29 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 2
 
 
-def watchdog_dag(home: Path) -> str:
+def watchdog_dag(home: Path, max_restarts: int = 1) -> str:
     return f"""
 from airflow.sdk import DAG
 from airflow_kafka_stream.operators.watchdog import StreamWatchdogOperator
 
 with DAG("aks_watchdog", schedule=None, catchup=False) as dag:
     StreamWatchdogOperator(task_id="watchdog", job_home={str(home)!r}, max_heartbeat_age=5, backoff_seconds=0,
-                           max_restarts=1, window_seconds=3600, stuck_after_seconds=600)
+                           max_restarts={max_restarts}, window_seconds=3600, stuck_after_seconds=600)
 """
+
+
+def restarts(home: Path) -> int:
+    return [r["operation"] for r in JobHome(str(home)).history()].count("watchdog-restart")
+
+
+def move_to_another_host(home: Path) -> None:
+    """Rewrite the dead driver's status as if it had run on another host, where its pids cannot be looked at."""
+    path = home / "status.json"
+    doc = json.loads(path.read_text())
+    doc["host"] = "another-host.example"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
 
 
 def wait_for(predicate, what: str, timeout: float = 180.0):
@@ -67,15 +83,41 @@ def test_watchdog_restarts_a_killed_driver_leaves_a_stopped_job_and_gives_up_on_
         healthy = run_dag("aks_watchdog", watchdog_dag(home))
         assert healthy.xcom("watchdog")["action"] == "nothing"
 
+        # 1. kill -9 on this host, then the example watchdog DAG (heartbeat limit 30 s) within 5 s: restarted by
+        # that run, once, although the dead driver's heartbeat is still fresh.
         killed_pid = status()["pid"]
         kill_drivers(home)
-        wait_for(lambda: time.time() - status()["heartbeat_epoch"] > 21, "the heartbeat to go stale")
-        restarted = run_dag("aks_watchdog", watchdog_dag(home))
+        killed_at = time.time()
+        wait_for(lambda: not drivers_of(home), "the killed driver's processes to be gone")
+        assert time.time() - killed_at < 5
+        restarted = run_dag("stream_watchdog", path=example_dag("stream_watchdog"), conf={"job_home": str(home)})
+        decided = restarted.xcom("watchdog")
         assert restarted.tasks == {"watchdog": "success"}
-        assert restarted.xcom("watchdog")["action"] == "restart", restarted.xcom("watchdog")
+        assert decided["action"] == "restart" and "no longer exist" in decided["reason"], decided
+        assert restarts(home) == 1
+        restart = next(r for r in JobHome(str(home)).history() if r["operation"] == "watchdog-restart")
+        decided_after = datetime.fromisoformat(restart["started_at"]).timestamp() - killed_at
+        assert decided_after < 20, f"restarted {decided_after:.0f}s after the kill, before any 30 s heartbeat limit"
         wait_for(lambda: status().get("state") == "RUNNING" and status().get("pid") != killed_pid,
                  "the restarted driver")
-        assert [r["operation"] for r in JobHome(str(home)).history()].count("watchdog-restart") == 1
+        again = run_dag("stream_watchdog", path=example_dag("stream_watchdog"), conf={"job_home": str(home)})
+        assert again.xcom("watchdog")["action"] == "nothing" and restarts(home) == 1, "restarted exactly once"
+
+        # 2. The same kill, but the driver ran on another host: its pids mean nothing here, so the watchdog waits
+        # for the heartbeat to age past its limit, then restarts it.
+        second_pid = status()["pid"]
+        kill_drivers(home)
+        wait_for(lambda: not drivers_of(home), "the second driver's processes to be gone")
+        move_to_another_host(home)
+        waiting = run_dag("aks_watchdog", watchdog_dag(home, max_restarts=2))
+        assert waiting.xcom("watchdog")["action"] == "nothing", waiting.xcom("watchdog")
+        assert "RUNNING" in waiting.xcom("watchdog")["reason"] and restarts(home) == 1
+        wait_for(lambda: time.time() - status()["heartbeat_epoch"] > 21, "the heartbeat to go stale")
+        stale = run_dag("aks_watchdog", watchdog_dag(home, max_restarts=2))
+        assert stale.xcom("watchdog")["action"] == "restart", stale.xcom("watchdog")
+        assert "no heartbeat" in stale.xcom("watchdog")["reason"] and restarts(home) == 2
+        wait_for(lambda: status().get("state") == "RUNNING" and status().get("pid") != second_pid,
+                 "the driver restarted after the heartbeat aged")
     finally:
         sent = feeder.stop()
     ends = {p: high for p, (_low, high) in watermarks(kafka_bootstrap, topic, PARTITIONS).items()}
