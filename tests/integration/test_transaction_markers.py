@@ -77,6 +77,21 @@ def planned_offsets(checkpoint: Path) -> dict[int, dict[int, int]]:
     return found
 
 
+def run_within_deadline(writer, checkpoint: str):
+    """Run ``writer`` with availableNow on ``checkpoint``; fail when it fails or still runs at QUERY_DEADLINE_S
+    (it is stopped then: a read that waits for a record a marker holds would never end)."""
+    query = writer.trigger(availableNow=True).option("checkpointLocation", checkpoint).start()
+    try:
+        ended = query.awaitTermination(QUERY_DEADLINE_S)
+    finally:
+        if query.isActive:
+            query.stop()
+    assert ended, f"the query did not end within {QUERY_DEADLINE_S}s: a read waits for a record that cannot come?"
+    if query.exception() is not None:
+        raise query.exception()
+    return query
+
+
 def read_to_end(spark, topic: TransactionalTopic, checkpoint: Path, **options: str):
     """Read ``topic`` (or its ``assign``-ed partitions) from earliest with availableNow, by default in batches of at
     most 3 offsets.
@@ -95,16 +110,7 @@ def read_to_end(spark, topic: TransactionalTopic, checkpoint: Path, **options: s
         batches[batch_id] = [(r.partition, r.offset, r.value) for r in batch.select("partition", "offset",
                                                                                     "value").collect()]
 
-    query = (df.writeStream.foreachBatch(keep).trigger(availableNow=True)
-             .option("checkpointLocation", str(checkpoint)).start())
-    try:
-        ended = query.awaitTermination(QUERY_DEADLINE_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    assert ended, f"the query did not end within {QUERY_DEADLINE_S}s: a read waits for a record that cannot come?"
-    if query.exception() is not None:
-        raise query.exception()
+    query = run_within_deadline(df.writeStream.foreachBatch(keep), str(checkpoint))
     rows = [row for _, rows in sorted(batches.items()) for row in rows]
     slowest = max((p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress), default=0)
     return rows, batches, slowest

@@ -33,7 +33,7 @@ from tests.integration.cli_helpers import (
     snapshot,
     starting_offsets,
 )
-from tests.integration.test_transaction_markers import POLL_TIMEOUT_MS, QUERY_DEADLINE_S, script
+from tests.integration.test_transaction_markers import POLL_TIMEOUT_MS, run_within_deadline, script
 from tests.kafka_transactions import TransactionalTopic, new_topic, play, transaction
 
 pytestmark = pytest.mark.integration
@@ -59,15 +59,8 @@ def resume(spark, job: Job) -> list[tuple[int, int, bytes]]:
              .option("maxOffsetsPerTrigger", "3").option("kafkaConsumer.pollTimeoutMs", POLL_TIMEOUT_MS)
              .load().select("partition", "offset", "value"))
     got: dict[int, list[tuple[int, int, bytes]]] = {}
-    query = (frame.writeStream.option("checkpointLocation", job.checkpoint).trigger(availableNow=True)
-             .foreachBatch(lambda df, n: got.__setitem__(n, [tuple(r) for r in df.collect()])).start())
-    try:
-        ended = query.awaitTermination(QUERY_DEADLINE_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    assert ended, f"the restarted query did not end within {QUERY_DEADLINE_S}s"
-    assert query.exception() is None, query.exception()
+    run_within_deadline(frame.writeStream.foreachBatch(
+        lambda df, n: got.__setitem__(n, [tuple(r) for r in df.collect()])), job.checkpoint)
     return [row for _, rows in sorted(got.items()) for row in rows]
 
 
