@@ -7,11 +7,13 @@ for old offsets in tiered storage). A consumer kept assigned after its range goe
 records that follow, in librdkafka's background threads, while Spark commits the batch and runs it;
 when the next batch starts where the last one ended, its records are already in the consumer's
 queue. Measured on the test broker with 300-record batches of single-record log batches: 34 ms to
-read a batch with new consumers, under 1 ms with kept ones.
+read a batch with new consumers, under 1 ms with kept ones. All kept consumers together fetch ahead
+about one driver-read batch (``driverReadMaxRecords`` and ``driverReadMaxBytes``, shared among the
+partitions the query reads), far below what a task's consumer prefetches.
 
 A kept consumer serves the next range only when that range starts at the offset after the last
 one it handed out and it consumed nothing past it; otherwise it is moved there (``assign``, a local
-operation that drops what it prefetched). What it prefetches is bounded (DRIVER_QUEUE), and so is
+operation that drops what it prefetched). What it prefetches is bounded (prefetch_settings), and so is
 the number kept (MAX_KEPT); consumers of partitions the query no longer reads, or whose batch went
 to Spark tasks, are closed. A ``subscribePattern`` query keeps none: its topics come and go, and
 librdkafka 2.16 can crash a client that fetched a topic which is deleted and created again.
@@ -40,9 +42,13 @@ from airflow_kafka_stream.spark.source_options import SUBSCRIBE_PATTERN, SourceO
 
 log = logging.getLogger(__name__)
 
-#: What a kept consumer may fetch ahead of the next batch: about one auto-placed batch of records,
-#: far below the executors' prefetch (a task reads one range and closes its consumer).
-DRIVER_QUEUE = {"queued.min.messages": 20_000, "queued.max.messages.kbytes": 16 * 1024, "fetch.wait.max.ms": 100}
+#: At the log's end a kept consumer long-polls: a new record comes back at once, and an idle partition
+#: costs the broker a fetch every this many ms instead of the reads' 10 (the user's setting wins).
+KEPT_FETCH_WAIT_MS = 100
+
+#: The least a kept consumer may fetch ahead, whatever the number of partitions.
+MIN_QUEUE_RECORDS = 1_000
+MIN_QUEUE_KBYTES = 1_024
 
 #: Consumers kept at most (each holds its broker connections and librdkafka's threads).
 MAX_KEPT = 64
@@ -62,7 +68,8 @@ class DriverConsumers:
         self.options = options
         self.enabled = options.subscription.kind != SUBSCRIBE_PATTERN
         self._schema = arrow_schema(options.include_headers)
-        self._first_wait = int(consumer_config(options, None, DRIVER_QUEUE)["fetch.wait.max.ms"])
+        self._first_wait = int(consumer_config(options, None, self.prefetch_settings(1))["fetch.wait.max.ms"])
+        self._partitions = 1
         self._kept: OrderedDict[TopicPartition, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -99,9 +106,17 @@ class DriverConsumers:
         for kept in dropped:
             kept.polls.close()
 
+    def prefetch_settings(self, partitions: int) -> dict[str, int]:
+        """A new kept consumer's prefetch: its share of one driver-read batch among ``partitions``."""
+        share = max(1, min(partitions, MAX_KEPT))
+        return {"queued.min.messages": max(MIN_QUEUE_RECORDS, self.options.driver_read_max_records // share),
+                "queued.max.messages.kbytes": max(MIN_QUEUE_KBYTES, self.options.driver_read_max_bytes // 1024 // share),
+                "fetch.wait.max.ms": KEPT_FETCH_WAIT_MS}
+
     def keep_only(self, partitions: Iterable[TopicPartition]) -> None:
         """Close the consumers of partitions not in ``partitions`` (the query no longer reads them)."""
         wanted = set(partitions)
+        self._partitions = max(1, len(wanted))
         with self._lock:
             stale = [tp for tp in self._kept if tp not in wanted]
         self.forget(stale)
@@ -113,7 +128,8 @@ class DriverConsumers:
             item.polls.close()
 
     def _open(self, rng: OffsetRange, start: int, fetch_wait_ms: int | None) -> PartitionPolls:
-        return open_partition(self.options, rng._replace(start=start), self._schema, fetch_wait_ms, DRIVER_QUEUE)
+        return open_partition(self.options, rng._replace(start=start), self._schema, fetch_wait_ms,
+                              self.prefetch_settings(self._partitions))
 
     def _keep(self, tp: TopicPartition, polls: PartitionPolls, next_offset: int | None) -> None:
         if not self.enabled:

@@ -78,3 +78,15 @@ def test_at_most_max_kept_consumers_live(kafka_bootstrap, topic, monkeypatch):
     finally:
         kept.close()
     assert MAX_KEPT == 64
+
+
+def test_kept_consumers_share_one_driver_batch_of_prefetch(kafka_bootstrap, topic):
+    """What all kept consumers may fetch ahead together is about one driver-read batch, whatever the number of
+    partitions, with a floor per consumer; at the log's end they long-poll."""
+    kept = consumers(kafka_bootstrap, topic, driverReadMaxRecords="20000", driverReadMaxBytes=str(64 * 1024 * 1024))
+    assert kept.prefetch_settings(1) == {"queued.min.messages": 20_000, "queued.max.messages.kbytes": 65_536,
+                                         "fetch.wait.max.ms": 100}
+    assert kept.prefetch_settings(8) == {"queued.min.messages": 2_500, "queued.max.messages.kbytes": 8_192,
+                                         "fetch.wait.max.ms": 100}
+    assert kept.prefetch_settings(1000)["queued.min.messages"] == 1_000, "a floor, and at most MAX_KEPT share"
+    assert kept.prefetch_settings(1000)["queued.max.messages.kbytes"] == 1_024
