@@ -84,6 +84,8 @@ class Decision:
     action: Action
     reason: str
     progress: Progress | None = None
+    #: Rule 2 decided: the job was stopped on purpose (a supervisor has nothing left to watch).
+    stopped_on_purpose: bool = False
 
 
 def track_progress(status: Mapping[str, Any], previous: Progress | None, lag: int | None, now: datetime) -> Progress:
@@ -124,7 +126,8 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
         return Decision(Action.NOTHING, "the job has never reported a status")
     if stop_requested or status.get("state") == STOPPED:  # 2
         return Decision(Action.NOTHING, f"the job is {status.get('state')}"
-                                        + (" with a stop requested" if stop_requested else "") + ": stopped on purpose")
+                                        + (" with a stop requested" if stop_requested else "") + ": stopped on purpose",
+                        stopped_on_purpose=True)
     progress = track_progress(status, previous, lag, now)
     if starting:  # 3
         return Decision(Action.NOTHING, starting, progress)

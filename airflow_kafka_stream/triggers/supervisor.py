@@ -1,0 +1,86 @@
+"""Watch, in the triggerer, a running job's liveness, and fire as soon as a restart is due.
+
+The supervisor task (``operators/supervisor.py``) defers to this trigger between
+watchdog passes, so no worker slot is held while the job runs. Each look is
+``ops.watchdog.assess``: the one liveness rule (a driver gone from this host is
+dead at once, one elsewhere by its heartbeat age) and the watchdog's limits
+(the restart budget, the backoff), changing nothing. The trigger fires when the
+watchdog would act (restart, or give up on a crash loop) and when the job was
+stopped on purpose (the supervision ends); while the job runs, starts, or waits
+out a backoff, it keeps looking. Stuck jobs (alive, no progress) are the
+scheduled watchdog's: judging them needs Kafka and the watchdog's memory.
+
+It keeps only serializable arguments (the job home, a storage connection id, the
+policy as a dict), reads storage off the event loop and may run more than once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_kafka_stream.core.watchdog import Action, Policy
+
+WAITING = "waiting"
+#: Event statuses: the watchdog must act (restart or give up); the job was stopped on purpose; a look failed.
+DUE, STOPPED, ERROR = "due", "stopped", "error"
+
+
+class StreamJobLivenessTrigger(BaseTrigger):
+    """Yield one event when the job needs the watchdog (dead, within the restart limits, or a crash loop to give
+    up on), was stopped on purpose, or cannot be read.
+
+    :param job_home: the job's home directory (path or URL).
+    :param policy: the watchdog policy as keyword arguments of ``core.watchdog.Policy``.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param poll_seconds: how often to look.
+    """
+
+    def __init__(self, job_home: str, policy: dict[str, Any], storage_conn_id: str | None = None,
+                 poll_seconds: float = 1.0) -> None:
+        super().__init__()
+        self.job_home = job_home
+        self.policy = dict(policy)
+        self.storage_conn_id = storage_conn_id
+        self.poll_seconds = poll_seconds
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"job_home": self.job_home, "policy": self.policy, "storage_conn_id": self.storage_conn_id,
+                 "poll_seconds": self.poll_seconds})
+
+    def poll(self) -> dict[str, Any]:
+        """One look (blocking: it reads the job home): an event dict whose status is ``waiting`` until the
+        watchdog must act (``due``) or the job was stopped on purpose (``stopped``)."""
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.ops.watchdog import assess
+
+        decision = assess(StreamJobHook(self.job_home, None, self.storage_conn_id).home(), Policy(**self.policy))
+        if decision.stopped_on_purpose:
+            status = STOPPED
+        elif decision.action in (Action.RESTART, Action.KILL_AND_RESTART, Action.GIVE_UP):
+            status = DUE
+        else:
+            status = WAITING
+        return {"status": status, "action": decision.action.value, "message": decision.reason}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        last = None
+        while True:
+            try:
+                event = await asyncio.to_thread(self.poll)
+            except Exception as exc:  # noqa: BLE001 - a storage error ends the watch with its message
+                yield TriggerEvent({"status": ERROR, "action": None,
+                                    "message": f"cannot look at job {self.job_home}: {exc}"})
+                return
+            if event["status"] != WAITING:
+                self.log.info("job %s: %s", self.job_home, event["message"])
+                yield TriggerEvent(event)
+                return
+            if event["message"] != last:  # a line per change, not per look
+                self.log.info("job %s: %s", self.job_home, event["message"])
+                last = event["message"]
+            await asyncio.sleep(self.poll_seconds)

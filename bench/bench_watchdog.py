@@ -1,0 +1,171 @@
+"""Recovery from a crash through Airflow against a scripted restart: ``watchdog_recovery_vs_restart``.
+
+The example pipeline is submitted through the full Airflow stack (api-server, scheduler, dag-processor,
+triggerer; ``stream_submit`` triggered through the REST API) while events are fed. Then its driver is killed
+(``kill -9`` of its process groups) and brought back in two ways, each timed from the kill to the new driver's
+first committed batch:
+
+* scripted: the kill, then at once the restart a watchdog makes (the recorded submission started again
+  through the same launcher, ``StreamWatchdogOperator._restart``), called from this script;
+* Airflow: ``stream_supervisor`` is triggered once beforehand and deferred; after the kill nothing is
+  triggered: its trigger sees the driver gone (the one liveness rule), the task resumes, runs a watchdog
+  pass and restarts the job.
+
+The scripted rounds run first (a supervisor would race them), then the supervised ones; between supervised
+rounds the example DAG's backoff (60 s after a restart) is waited out before the kill, not counted. The ratio
+is median Airflow / median scripted; what it adds is the trigger's poll (1 s), the resume of a deferred task
+(scheduler, executor, a task process) and one pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ROUNDS = int(os.environ.get("BENCH_WATCHDOG_ROUNDS", "2"))
+PARTITIONS = 2
+BACKOFF_SECONDS = 60  # dags/stream_supervisor.py
+
+
+def feed(bootstrap: str, topic: str, stop: threading.Event) -> None:
+    from tests.kafka_utils import produce
+
+    i = 0
+    while not stop.is_set():
+        produce(bootstrap, topic, [(None, json.dumps({"id": f"e{i + k}", "key": "k", "amount": 1}))
+                                   for k in range(10)])
+        i += 10
+        time.sleep(0.2)
+
+
+def kill(home: Path) -> tuple[float, int]:
+    """``kill -9`` every process of the job's driver (their process groups); the kill's time and the old pid."""
+    from airflow_kafka_stream.storage.jobhome import JobHome
+    from tests.integration.test_airflow_submit import drivers_of
+
+    old = (JobHome(str(home)).status() or {}).get("pid")
+    killed = time.time()
+    for pid in drivers_of(home):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    while drivers_of(home):  # a SIGKILL takes effect a moment later: until then the driver is not gone
+        time.sleep(0.05)
+    return killed, old
+
+
+def first_batch_after(home: Path, old_pid: int, timeout: float = 300.0) -> float:
+    """When a driver other than ``old_pid`` has committed its first batch."""
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = JobHome(str(home)).status() or {}
+        if status.get("pid") != old_pid and status.get("state") == "RUNNING" and \
+                (status.get("batches_this_run") or 0) >= 1:
+            return time.time()
+        time.sleep(0.1)
+    raise SystemExit(f"no batch committed within {timeout:.0f}s after the kill; see {home}")
+
+
+def scripted(home: Path, kafka: dict) -> float:
+    from airflow_kafka_stream.operators.watchdog import StreamWatchdogOperator
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    operator = StreamWatchdogOperator(task_id="bench_restart", job_home=str(home))
+    killed, old = kill(home)
+    version = str(JobHome(str(home)).spec().get("version"))
+    started = operator._restart(JobHome(str(home)), version, kafka)
+    assert started["action"] == "launched", started
+    return first_batch_after(home, old) - killed
+
+
+def supervised(home: Path) -> float:
+    killed, old = kill(home)
+    return first_batch_after(home, old) - killed
+
+
+def wait_deferred(stack, run_id: str, token: str, timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = stack.task_instances("stream_supervisor", run_id, token).get("supervise", {}).get("state")
+        if state == "deferred":
+            return
+        if state in ("failed", "success"):
+            raise SystemExit(f"the supervisor ended ({state}) instead of deferring")
+        time.sleep(0.5)
+    raise SystemExit("the supervisor did not defer")
+
+
+def main() -> int:
+    from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack, wait_for_dags
+    from airflow_kafka_stream.ops.stop import stop_job
+    from airflow_kafka_stream.storage.jobhome import JobHome
+    from tests.integration.test_airflow_submit import drivers_of
+    from tests.kafka_utils import create_topic, unique
+
+    bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    topic = create_topic(bootstrap, unique("bench-watchdog"), PARTITIONS)
+    kafka = {"bootstrap.servers": bootstrap}
+    connections = {"AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": kafka}),
+                   "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"})}
+    os.environ.update(connections)  # the scripted restart launches through the same connections
+    stop = threading.Event()
+    feeder = threading.Thread(target=feed, args=(bootstrap, topic, stop), daemon=True)
+    feeder.start()
+    with tempfile.TemporaryDirectory(prefix="bench-watchdog-") as tmp:
+        work = Path(tmp)
+        home = work / "home"
+        stack = start_airflow_stack(work / "airflow", ROOT / "dags", extra_env=connections)
+        try:
+            wait_for_dags(stack, ["stream_submit", "stream_supervisor"])
+            token = stack.token()
+            stack.unpause("stream_submit", token)
+            code, run = stack.trigger("stream_submit", {"job_home": str(home), "topics": [topic],
+                                                        "group": "bench-watchdog", "output_path": str(work / "out"),
+                                                        "app_version": "1"}, token)
+            assert code == 200, run
+            done = stack.wait_for_run("stream_submit", run["dag_run_id"], token=token)
+            assert done["state"] == "success", (done, stack.log_tail("scheduler"))
+            restarts = [scripted(home, kafka) for _ in range(ROUNDS)]
+            stack.unpause("stream_supervisor", token)
+            code, run = stack.trigger("stream_supervisor", {"job_home": str(home)}, token)
+            assert code == 200, run
+            wait_deferred(stack, run["dag_run_id"], token)
+            recoveries: list[float] = []
+            last_restart = 0.0
+            for _ in range(ROUNDS):
+                time.sleep(max(0.0, last_restart + BACKOFF_SECONDS + 2 - time.time()))
+                wait_deferred(stack, run["dag_run_id"], stack.token())
+                recoveries.append(supervised(home))
+                last_restart = time.time()
+            history = [r["operation"] for r in JobHome(str(home)).history()]
+            assert history.count("watchdog-restart") == ROUNDS, history
+            print(f"# kill -9 and scripted restart {[round(t, 1) for t in restarts]} s, kill -9 and recovery "
+                  f"through the Airflow supervisor {[round(t, 1) for t in recoveries]} s", file=sys.stderr)
+            print(f"watchdog_recovery_vs_restart: {statistics.median(recoveries) / statistics.median(restarts):.2f}")
+            stop_job(JobHome(str(home)), timeout=120, savepoint=False)
+        finally:
+            stop.set()
+            for pid in drivers_of(home):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
