@@ -19,7 +19,8 @@ with DAG(
         "strategy": Param("to-current", enum=params.STRATEGIES, title="Strategy",
                           description="As kafka-consumer-groups.sh --reset-offsets, plus to-savepoint"),
         "datetime": Param(None, type=["null", "string"], format="date-time", title="Date-time (to-datetime)",
-                          description="With a zone, e.g. 2026-11-22T08:00:00Z or 2026-11-22T09:00:00+01:00"),
+                          description="A time zone is required: 2026-11-22T08:00:00Z or 2026-11-22T09:00:00+01:00 "
+                                      "(without one, Airflow refuses it as \"is not a 'date-time'\")"),
         "value": Param(None, type=["null", "string"], title="Value (other strategies)",
                        description="to-offset: 42 or t:0=42,t:1=40; shift-by: -100; by-duration: PT1H; "
                                    "from-file: a CSV path; to-savepoint: a savepoint id"),

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from airflow_kafka_stream.devstack import LOOPBACK_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # py4j logs at INFO from __del__ at interpreter exit, after pytest closed its log streams.
@@ -24,6 +26,11 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # Spark's Python workers must run this environment's interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+# Drivers the tests start (in-process, spark-submit, the Airflow stack's tasks) listen on loopback only: their Spark
+# UI would otherwise bind every interface.
+for _name, _value in LOOPBACK_ENV.items():
+    os.environ.setdefault(_name, _value)
 
 # Every JVM the tests start (the in-process session, spark-submit drivers, a cluster's master, workers and
 # executors) lives for seconds to minutes on small data, on two cores shared by two test workers: C2
@@ -143,17 +150,30 @@ def airflow_db():
 
 
 @pytest.fixture(scope="module")
-def airflow_stack(kafka_bootstrap, tmp_path_factory):
-    """The full Airflow stack (api-server, scheduler, dag-processor, triggerer) on SQLite with the example DAGs.
+def stack_job(kafka_bootstrap, tmp_path_factory) -> dict:
+    """The job the Airflow stack's example DAGs default to: a fresh topic of two partitions, a home, a group."""
+    from tests.kafka_utils import create_topic, unique
+
+    work = tmp_path_factory.mktemp("stack-job")
+    topic = create_topic(kafka_bootstrap, unique("stack"), 2)
+    return {"job_home": str(work / "home"), "topics": [topic], "group": unique("stack-group"),
+            "output_path": str(work / "out")}
+
+
+@pytest.fixture(scope="module")
+def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
+    """The full Airflow stack (api-server, scheduler, dag-processor, triggerer) on SQLite with the example DAGs,
+    their defaults pointing at ``stack_job`` (as the demo's stack points them at the demo's job).
 
     Its Kafka connection carries a SASL password (unused by the PLAINTEXT broker) that must never show anywhere.
     """
     import json as _json
 
-    from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack
+    from airflow_kafka_stream.devstack.airflow_stack import job_defaults_env, start_airflow_stack
 
     home = tmp_path_factory.mktemp("airflow-stack")
-    extra = {"AIRFLOW_CONN_KAFKA_DEFAULT": _json.dumps({"conn_type": "kafka", "extra": {
+    extra = {**job_defaults_env(**stack_job),
+             "AIRFLOW_CONN_KAFKA_DEFAULT": _json.dumps({"conn_type": "kafka", "extra": {
                  "bootstrap.servers": kafka_bootstrap, "sasl.username": "svc-stream", "sasl.password": STACK_SECRET}}),
              "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"}),
              # Every wait defers after one look, so the test sees each of them in the triggerer (by default a

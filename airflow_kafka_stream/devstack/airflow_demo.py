@@ -32,6 +32,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.devstack.demo import PARTITIONS, TOPIC, _events, _produce
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,7 @@ class Demo:
             AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False",
             AIRFLOW_CONN_KAFKA_DEFAULT=json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
             AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": master}),
+            **LOOPBACK_ENV,
         )
         if master.startswith("spark://"):
             self.env["AIRFLOW__AIRFLOW_KAFKA_STREAM__EXECUTOR_ENVIRONMENT"] = "packed"
@@ -218,12 +220,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _start_stack(demo: Demo):
     """The full Airflow stack for the demo, its job home on the job page; prints where the UI is."""
-    from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack, wait_for_dags
+    from airflow_kafka_stream.devstack.airflow_stack import job_defaults_env, start_airflow_stack, wait_for_dags
 
     print("starting the Airflow stack (api-server, scheduler, dag-processor, triggerer; about a minute) ...",
           flush=True)
+    # Every example DAG's defaults are the demo's job: the scheduled stream_verify checks it, not /tmp/....
     stack = start_airflow_stack(demo.work / "airflow", ROOT / "dags", extra_env={
-        **demo.connections(), "AIRFLOW__AIRFLOW_KAFKA_STREAM__JOB_HOMES": str(demo.home)})
+        **demo.connections(), "AIRFLOW__AIRFLOW_KAFKA_STREAM__JOB_HOMES": str(demo.home),
+        **job_defaults_env(demo.job["job_home"], demo.job["topics"], demo.job["group"], demo.job["output_path"])})
     wait_for_dags(stack, ["stream_submit", "stream_upgrade", "stream_verify", "stream_offset_reset", "stream_stop"])
     print(f"Airflow UI: {stack.url}  user {stack.user}, password in {stack.password_file}")
     print(f"  the job page: {stack.url}/plugin/stream-jobs (and the 'Stream job' tab of each example DAG); "

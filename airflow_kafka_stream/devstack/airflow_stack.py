@@ -2,7 +2,9 @@
 
 What ``airflow standalone`` brings up, started component by component so that
 the caller chooses the port, knows where each component's log is, and can
-stop all of them for certain (each runs in its own process group). Used by
+stop all of them for certain (each runs in its own process group). Everything
+it starts listens on loopback only: the api-server, no log server, and the
+Spark drivers its tasks launch (``SPARK_LOCAL_IP``). Used by
 ``scripts/demo --stack`` and by the tests that go through the REST API and the
 UI. Sized for a two-core machine: one api-server worker, a LocalExecutor with
 low parallelism, one parsing process.
@@ -28,10 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.devstack.broker import free_port
 from airflow_kafka_stream.errors import StreamError
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+#: Each component's command. The scheduler (LocalExecutor) and the triggerer would each start a log server on
+#: every interface (Airflow 3.3 has no setting for its address); every component here shares one AIRFLOW_HOME,
+#: so the api-server reads task and trigger logs from their files and no log server is needed.
+COMMANDS = {"api-server": ["api-server"], "scheduler": ["scheduler", "--skip-serve-logs"],
+            "dag-processor": ["dag-processor"], "triggerer": ["triggerer", "--skip-serve-logs"]}
 USER = "admin"
 AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 
@@ -192,8 +200,16 @@ def stack_env(home: Path, dags_folder: Path, port: int, extra: dict[str, str] | 
         # a core-second a file on a small machine, where Spark needs the CPU.
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        **LOOPBACK_ENV,  # the drivers the stack's tasks launch inherit it
         **(extra or {}),
     }
+
+
+def job_defaults_env(job_home: str, topics: list[str], group: str, output_path: str) -> dict[str, str]:
+    """Point the example DAGs' defaults (their Params) at one job: a scheduled run (``stream_verify`` every five
+    minutes) then checks that job. The dag-processor reads them when it parses the DAGs (see ``params.py``)."""
+    return {"STREAM_JOB_HOME": str(job_home), "STREAM_TOPICS": ",".join(topics), "STREAM_GROUP": group,
+            "STREAM_OUTPUT": str(output_path)}
 
 
 def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str] | None = None,
@@ -216,7 +232,7 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
     try:
         for name in COMPONENTS:
             with open(stack.log_path(name), "w") as log:
-                stack.processes[name] = subprocess.Popen([airflow, name], env=stack.env, cwd=home, stdout=log,
+                stack.processes[name] = subprocess.Popen([airflow, *COMMANDS[name]], env=stack.env, cwd=home, stdout=log,
                                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                          start_new_session=True)
         _wait_healthy(stack, timeout)

@@ -19,6 +19,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from airflow_kafka_stream.devstack import LOOPBACK_ENV
+
 TOPIC = "demo-events"
 GROUP = "demo-pipeline"
 PARTITIONS = 3
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     home_dir, output = work / "home", work / "output"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    # The driver's Spark UI and RPC listen on loopback only (see docs/development.md).
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **LOOPBACK_ENV)
 
     with start_local_broker() as broker:
         bootstrap = broker.bootstrap_servers

@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.reset_plan import StrategyKind
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 
 #: Strategies as the CLI names them: kafka-consumer-groups.sh's, plus a savepoint's recorded offsets.
@@ -19,7 +19,7 @@ NO_VALUE = ("to-current", "to-earliest", "to-latest")
 
 
 @refusals_name_parameters
-class StreamResetOperator(BaseOperator):
+class StreamResetOperator(JobHomeTask, BaseOperator):
     """Plan, and with ``execute=True`` apply, an offset reset of the job's checkpoint and group.
 
     The plan (one row per partition: checkpoint, group, watermarks, requested and new offset) is logged
@@ -47,7 +47,6 @@ class StreamResetOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job_home", "strategy", "value", "topics", "export", "group", "execute_reset",
                                       "drop_state")
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, strategy: str, value: str | None = None,
                  topics: Sequence[str] | None = None, timezone: str | None = None, strict: bool = False,
@@ -75,7 +74,6 @@ class StreamResetOperator(BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.operators.flags import as_flag
         from airflow_kafka_stream.ops import reset
 

@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.ops.savepoints import check_retention
 
@@ -27,7 +27,7 @@ def latest_savepoint(home) -> str:
 
 
 @refusals_name_parameters
-class StreamRestoreOperator(BaseOperator):
+class StreamRestoreOperator(JobHomeTask, BaseOperator):
     """Start a new checkpoint generation from a savepoint; the job resumes there on its next start.
 
     With ``drop_state`` the new generation is empty and seeded with the savepoint's offsets only (Flink's
@@ -46,7 +46,6 @@ class StreamRestoreOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "savepoint_id", "enabled")
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
                  allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
@@ -65,7 +64,6 @@ class StreamRestoreOperator(BaseOperator):
         self.sink_path = sink_path
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_kafka_stream.operators.flags import as_flag
@@ -83,7 +81,7 @@ class StreamRestoreOperator(BaseOperator):
 
 
 @refusals_name_parameters
-class StreamSavepointHousekeepingOperator(BaseOperator):
+class StreamSavepointHousekeepingOperator(JobHomeTask, BaseOperator):
     """Delete old savepoints: keep the newest ``keep_last`` and/or those younger than ``max_age``.
 
     The newest savepoint is always kept, and so is every savepoint an upgrade in progress may roll back to
@@ -96,7 +94,6 @@ class StreamSavepointHousekeepingOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home",)
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, keep_last: int | None = None, max_age: str | None = None,
                  storage_conn_id: str | None = None, **kwargs: Any) -> None:
@@ -114,7 +111,6 @@ class StreamSavepointHousekeepingOperator(BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.savepoints import prune
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()

@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
@@ -22,7 +22,7 @@ FINAL = ["STOPPED", "FAILED"]
 
 
 @refusals_name_parameters
-class StreamStopOperator(BaseOperator):
+class StreamStopOperator(JobHomeTask, BaseOperator):
     """Ask the job to finish its running micro-batch and stop, wait (briefly here, then deferred), then take a
     savepoint.
 
@@ -52,7 +52,6 @@ class StreamStopOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job_home", "app_version", "savepoint", "timeout_seconds", "on_timeout",
                                       "pin_reason")
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, savepoint: bool = True, app_version: str | None = None,
                  timeout_seconds: float = 300.0, on_timeout: str = "withdraw", kill_timeout_seconds: float = 60.0,
@@ -94,7 +93,6 @@ class StreamStopOperator(BaseOperator):
         return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.stop import complete_stop, request_stop
 
         self._check()

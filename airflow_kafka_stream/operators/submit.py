@@ -8,11 +8,12 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.spark_driver import launch_driver
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
@@ -23,7 +24,7 @@ SUBMISSION_SETTINGS = ("executor_environment", "deploy_mode", "job_home_shared")
 
 
 @refusals_name_parameters
-class StreamSubmitOperator(BaseOperator):
+class StreamSubmitOperator(JobHomeTask, BaseOperator):
     """Start the job's driver unless this version already runs, then wait until it has committed batches.
 
     The driver is started by ``spark-submit`` (built by the Spark provider's ``SparkSubmitHook`` from the
@@ -72,7 +73,6 @@ class StreamSubmitOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
                                       "group", "output_path", "starting_offsets", "spark_conf", "min_batches")
-    operator_extra_links = (StreamJobPageLink(),)
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
 
     def __init__(self, *, job_home: str, app_version: str, application: str | None = None,
@@ -124,7 +124,6 @@ class StreamSubmitOperator(BaseOperator):
 
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
-        announce_job_home(self, context, self.job_home)
         self._check_min_batches()
         home, kafka, args, submission = self._launch_plan()
         result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log),
@@ -202,8 +201,10 @@ class StreamSubmitOperator(BaseOperator):
         submitted = submitted or context["ti"].xcom_pull(task_ids=self.task_id, key="submit") or {}
         if event.get("status") != "success":
             tail = log_tail(submitted.get("driver_log"), self._secrets())
+            error = driver_error(tail)
             raise JobStateError(
                 f"job {self.job_home} version {self.app_version} did not become healthy: {event.get('message')}"
+                + (f"\nthe driver's error: {error}" if error else "")
                 + (f"\n--- end of the driver log {submitted.get('driver_log')} ---\n{tail}" if tail else "")
             )
         job = event.get("job") or {}

@@ -34,7 +34,7 @@ from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
@@ -78,11 +78,10 @@ class RollbackStopOperator(StreamStopOperator):
 
 
 @refusals_name_parameters
-class UpgradeOutcomeOperator(BaseOperator):
+class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
     """Decide the upgrade: success when the new version is healthy, else a failure that says what happened."""
 
     template_fields: Sequence[str] = ("job_home", "new_version", "rollback")
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, new_version: str, group_id: str, storage_conn_id: str | None = None,
                  rollback: bool | str = True, **kwargs: Any) -> None:
@@ -97,7 +96,6 @@ class UpgradeOutcomeOperator(BaseOperator):
         return context["ti"].xcom_pull(task_ids=f"{self.group_id}.{task}")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.savepoints import unpin
 
         stopped = self._pull(context, STOP) or {}

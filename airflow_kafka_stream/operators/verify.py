@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.verify import Status
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 
 #: Every status but OK fails the task by default (lag alone is not a problem).
@@ -18,7 +18,7 @@ DEFAULT_FAIL_ON = tuple(status.value for status in Status if status is not Statu
 
 
 @refusals_name_parameters
-class StreamVerifyOperator(BaseOperator):
+class StreamVerifyOperator(JobHomeTask, BaseOperator):
     """Compare the consumer group with the checkpoint and the topic watermarks; push the report to XCom.
 
     The report is the CLI's ``verify --json``: overall status, total lag, and per partition the checkpoint
@@ -34,7 +34,6 @@ class StreamVerifyOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "group", "stall_threshold")
-    operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, kafka_conn_id: str = "kafka_default", storage_conn_id: str | None = None,
                  group: str | None = None, stall_threshold: str = "PT10M",
@@ -52,7 +51,6 @@ class StreamVerifyOperator(BaseOperator):
         self.fail_on = list(fail_on)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        announce_job_home(self, context, self.job_home)
         from airflow_kafka_stream.ops.verify import verify
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)

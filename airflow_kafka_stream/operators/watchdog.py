@@ -59,7 +59,7 @@ class StreamWatchdogOperator(BaseOperator):
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.kafka_config()
         result = watch(hook.home(), kafka, self.policy, lambda home, version: self._restart(home, version, kafka))
-        self.log.info("watchdog %s: %s: %s", self.job_home, result.action, result.reason)
+        # ops.watchdog.watch logs the decision (once: the task log gets that line).
         return result.to_dict()
 
     def _restart(self, home, version: str, kafka: dict[str, Any]) -> dict[str, Any]:

@@ -9,10 +9,11 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.group_sync import StreamGroupSyncTrigger, group_sync
 
 
-class StreamGroupSyncSensor(BaseSensorOperator):
+class StreamGroupSyncSensor(JobHomeTask, BaseSensorOperator):
     """Succeed once the group and the checkpoint agree on every partition: after a reset, a restore, or before
     handing the group to another tool. The runtime commits each batch after Spark does, so a running job's
     group trails its checkpoint by at most a batch. XCom: whether in sync, and the partitions that were not.

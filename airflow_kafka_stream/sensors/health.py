@@ -12,10 +12,11 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
 from airflow_kafka_stream.core.job_watch import Outcome, summary
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, read_status, sample_if_running
 
 
-class StreamJobHealthSensor(BaseSensorOperator):
+class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
     """Succeed when the job runs, has committed ``min_batches`` batches, and its lag does not grow for
     ``window_seconds``; fail when it failed, died, never got going, falls behind or consumes nothing.
 

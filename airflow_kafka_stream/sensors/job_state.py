@@ -11,10 +11,11 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 
-class StreamJobStateSensor(BaseSensorOperator):
+class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
     """Succeed when the job reaches one of ``target_states``; fail when it fails, dies or stops elsewhere.
 
     The job's summary (state, generation, last batch and offsets, heartbeat age) goes to XCom.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -19,7 +20,6 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.conftest import ROOT, STACK_SECRET
 from tests.integration.test_airflow_submit import _stop
 from tests.integration.test_airflow_upgrade import Feeder
-from tests.kafka_utils import create_topic, unique
 
 # The module fixture (stack, submit, upgrade) is charged to the first test: a few minutes on two idle cores.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -58,16 +58,29 @@ def run_and_watch(stack, dag_id: str, conf: dict, token: str, timeout: float = 6
                          f"scheduler log: {stack.log_tail('scheduler')}")
 
 
+def scheduled_run(stack, dag_id: str, token: str, timeout: float = 300.0) -> dict:
+    """Unpause a scheduled DAG and wait for the run its schedule creates (catchup off: the latest interval)."""
+    stack.unpause(dag_id, token)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _status, runs = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?run_type=scheduled", token=token)
+        ended = [r for r in runs["dag_runs"] if r["state"] in ("success", "failed")]
+        if ended:
+            return ended[0]
+        time.sleep(2)
+    raise AssertionError(f"no scheduled run of {dag_id} ended in {timeout:.0f}s: {stack.log_tail('scheduler')}")
+
+
 @pytest.fixture(scope="module")
-def upgraded(airflow_stack, kafka_bootstrap, tmp_path_factory):
-    """A job submitted as version 1 and upgraded to version 2, both through the REST API, fed meanwhile."""
+def upgraded(airflow_stack, stack_job, kafka_bootstrap):
+    """A job submitted as version 1 and upgraded to version 2, both through the REST API, fed meanwhile; then
+    the scheduled verify, which checks this job because the stack's DAG defaults point at it."""
     from airflow_kafka_stream.devstack.airflow_stack import wait_for_dags
 
-    work = tmp_path_factory.mktemp("stack-job")
-    home = work / "home"
-    topic = create_topic(kafka_bootstrap, unique("stack"), PARTITIONS)
-    job = {"job_home": str(home), "topics": [topic], "group": unique("stack-group"), "output_path": str(work / "out")}
-    wait_for_dags(airflow_stack, ["stream_submit", "stream_upgrade", "stream_offset_reset"])
+    job = dict(stack_job)
+    home, topic = Path(job["job_home"]), job["topics"][0]
+    wait_for_dags(airflow_stack, ["stream_submit", "stream_upgrade", "stream_offset_reset", "stream_verify",
+                                  "stream_stop", "stream_watchdog"])
     token = airflow_stack.token()
     feeder = Feeder(kafka_bootstrap, topic)
     feeder.start()
@@ -79,7 +92,9 @@ def upgraded(airflow_stack, kafka_bootstrap, tmp_path_factory):
         upgrade = run_and_watch(airflow_stack, "stream_upgrade", {
             **job, "new_version": "2", "health_batches": 1, "health_window_seconds": 10,
             "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
-        yield {"home": home, "topic": topic, "job": job, "submit": submitted, "upgrade": upgrade}
+        verified = scheduled_run(airflow_stack, "stream_verify", token)
+        yield {"home": home, "topic": topic, "job": job, "submit": submitted, "upgrade": upgrade,
+               "verify": verified, "feeder": feeder}
     finally:
         feeder.stop()
         _stop(home)
@@ -107,6 +122,21 @@ def test_an_upgrade_triggered_through_the_rest_api_defers_its_waits_and_succeeds
         assert "starting" in written and '"logger":"airflow_kafka_stream.triggers.' in written, (task_id, written[-2000:])
 
 
+def test_the_scheduled_verify_checks_the_stacks_job_and_no_run_has_failed(airflow_stack, upgraded):
+    """The stack points every example DAG's defaults at its job, so a scheduled run (no conf) checks that job."""
+    token = airflow_stack.token()
+    verified = upgraded["verify"]
+    assert verified["state"] == "success", (verified, airflow_stack.task_instances("stream_verify",
+                                                                                  verified["dag_run_id"], token))
+    _status, details = airflow_stack.request("GET", "/api/v2/dags/stream_verify/details", token=token)
+    assert details["params"]["job_home"]["value"] == str(upgraded["home"]), details["params"]
+    _status, failed_runs = airflow_stack.request("GET", "/api/v2/dags/~/dagRuns?state=failed", token=token)
+    assert failed_runs["total_entries"] == 0, failed_runs
+    _status, failed_tis = airflow_stack.request("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?state=failed",
+                                                token=token)
+    assert failed_tis["total_entries"] == 0, failed_tis
+
+
 @pytest.mark.parametrize(("conf", "named"), [
     ({"strategy": "to-yesterday"}, "to-yesterday"),
     ({"strategy": "to-datetime", "datetime": "2026-11-22T08:00:00"}, "date-time"),
@@ -118,6 +148,10 @@ def test_an_offset_reset_with_invalid_params_is_refused_with_400_and_nothing_run
     status, body = airflow_stack.trigger("stream_offset_reset", {"job_home": str(upgraded["home"]), **conf}, token)
     assert status == 400, body
     assert named in body["detail"]
+    # The trigger form shows each Param's description: the date-time's says a zone is required, with an example.
+    _status, details = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/details", token=token)
+    described = details["params"]["datetime"]["description"]
+    assert "zone is required" in described and "2026-11-22T08:00:00Z" in described, described
     _status, runs = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/dagRuns", token=token)
     assert runs["total_entries"] == 0, runs
     assert JobHome(str(upgraded["home"])).history() == history_before
@@ -190,3 +224,153 @@ def test_the_job_page_in_a_browser_shows_partitions_lag_and_savepoints(airflow_s
         finally:
             browser.close()
     print(f"job page screenshot: {shot}")
+
+
+def _proc_field(pid: str, index: int) -> int | None:
+    """A field of /proc/<pid>/stat counted after the command name (0: state, 2: process group, 3: session)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rsplit(")", 1)[1].split()[index + 1]) if index else None
+
+
+def _pids_where(index: int, value: int) -> list[str]:
+    return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _proc_field(p.name, index) == value]
+
+
+def listening(pids: list[str]) -> set[str]:
+    """Every TCP address the processes listen on, as ``ip:port`` (read from /proc, as ``ss -ltnp`` does)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = str(fd.readlink())
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                hex_ip, hex_port = fields[1].split(":")
+                found.add(f"{_ip(hex_ip)}:{int(hex_port, 16)}")
+    return found
+
+
+def listening_pids(pids: list[str]) -> dict[str, str]:
+    """Each listening address of the processes, with the pid that holds it."""
+    return {address: pid for pid in pids for address in listening([pid])}
+
+
+def _command(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
+    except OSError:
+        return "?"
+
+
+def _ip(hex_ip: str) -> str:
+    import ipaddress
+
+    if len(hex_ip) == 8:
+        return str(ipaddress.IPv4Address(bytes.fromhex(hex_ip)[::-1]))
+    words = b"".join(bytes.fromhex(hex_ip[i:i + 8])[::-1] for i in range(0, 32, 8))
+    address = ipaddress.IPv6Address(words)
+    return str(address.ipv4_mapped or address)
+
+
+def test_the_stack_and_the_drivers_it_launched_listen_on_loopback_only(airflow_stack, upgraded):
+    """What the fixture starts for a user (Airflow's components, the job's driver and its Spark UI) is reachable
+    from this machine only."""
+    for name, proc in airflow_stack.processes.items():
+        addresses = listening(_pids_where(2, proc.pid))
+        assert all(a.startswith(("127.", "::1:")) for a in addresses), (name, addresses)
+        if name == "api-server":
+            assert f"127.0.0.1:{airflow_stack.port}" in addresses, addresses
+    driver = JobHome(str(upgraded["home"])).status()["pid"]
+    addresses = listening(_pids_where(3, _proc_field(str(driver), 3)))
+    assert addresses, "the driver (its JVM: RPC, block manager, Spark UI) listens somewhere"
+    others = {a: _command(pid) for a, pid in listening_pids(_pids_where(3, _proc_field(str(driver), 3))).items()
+              if not a.startswith("127.")}
+    assert not others, f"the driver (pid {driver}) session listens beyond loopback: {others}"
+
+
+def _task_log(stack, dag_id: str, run_id: str, task_id: str) -> str:
+    folder = stack.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return "".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
+
+
+def test_a_watchdog_run_logs_its_decision_once(airflow_stack, upgraded):
+    token = airflow_stack.token()
+    watched = run_and_watch(airflow_stack, "stream_watchdog", {"job_home": str(upgraded["home"])}, token)
+    upgraded["watchdog"] = watched
+    assert watched["tasks"] == {"watchdog": "success"}, watched
+    run_id = watched["run"]["dag_run_id"]
+    _status, xcom = airflow_stack.request(
+        "GET", f"/api/v2/dags/stream_watchdog/dagRuns/{run_id}/taskInstances/watchdog/xcomEntries/return_value",
+        token=token)
+    value = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    reason = value["reason"]
+    lines = [line for line in _task_log(airflow_stack, "stream_watchdog", run_id, "watchdog").splitlines()
+             if reason in line]
+    assert len(lines) == 1, lines
+
+
+def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_job_page(airflow_stack, upgraded):
+    """Runs last: it fails an upgrade on purpose (a version that exits before it reports), then stops the job.
+
+    Every task instance of every run of the module that ran has the "Stream job" link to its job's page, through
+    the REST API's links endpoint, and the scheduler logged no error about a link.
+    """
+    from airflow_kafka_stream.devstack.airflow_stack import StackError
+    from tests.integration.test_airflow_upgrade import APPS
+
+    token = airflow_stack.token()
+    job, home = upgraded["job"], str(upgraded["home"])
+    cold = run_and_watch(airflow_stack, "stream_upgrade", {
+        **job, "new_version": "3", "application": str(APPS / "broken_version.py"), "standby": False,
+        "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
+    assert cold["run"]["state"] == "failed" and cold["tasks"]["upgrade.submit_new_version"] == "failed", cold
+    for step in ("rollback_stop_new_version", "rollback_restore_savepoint", "rollback_submit_previous_version"):
+        assert cold["tasks"][f"upgrade.{step}"] == "success", (step, cold["tasks"])
+    assert (JobHome(home).spec()["version"], JobHome(home).status()["state"]) == ("2", "RUNNING")
+    # What the new version's failure says: what the status shows, then the driver's own error, quoted.
+    said = _task_log(airflow_stack, "stream_upgrade", cold["run"]["dag_run_id"], "upgrade.submit_new_version")
+    assert "exited before the job reported RUNNING; the job's status still shows STOPPED, a previous driver's" in said
+    assert "the driver's error: broken version: a dependency this build needs is missing" in said
+    failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of the driver log", 1)[0]
+    assert "the status is from an earlier run" not in failure, failure  # it said so while it waited, not as the error
+
+    upgraded["feeder"].stop()
+    stopped = run_and_watch(airflow_stack, "stream_stop", {"job_home": home}, token)
+    assert stopped["tasks"] == {"stop": "success"}, stopped
+    reset = run_and_watch(airflow_stack, "stream_offset_reset", {
+        "job_home": home, "strategy": "to-datetime", "datetime": "2026-01-01T00:00:00Z"}, token)
+    assert reset["tasks"] == {"reset": "success"}, reset
+
+    page = f"/stream-jobs/?home={quote(home, safe='')}"
+    runs = [upgraded["submit"], upgraded["upgrade"], cold, stopped, reset, upgraded.get("watchdog")]
+    checked = 0
+    for run in [r["run"] for r in runs if r] + [upgraded["verify"]]:
+        dag_id, run_id = run["dag_id"], run["dag_run_id"]
+        for task_id, ti in airflow_stack.task_instances(dag_id, run_id, token).items():
+            if not ti["try_number"]:  # skipped by the scheduler (a rollback not needed): it never ran
+                continue
+            status, links = airflow_stack.request(
+                "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links", token=token)
+            assert status == 200 and links["extra_links"] == {"Stream job": page}, (dag_id, task_id, ti["state"],
+                                                                                    links)
+            checked += 1
+    assert checked >= 20, checked
+    scheduler_log = airflow_stack.log_path("scheduler").read_text(errors="replace")
+    errors = [line for line in scheduler_log.splitlines() if "_link_" in line or (
+        "XCom not found" in line and "link" in line.lower())]
+    if errors:
+        raise StackError(f"the scheduler logged errors about links: {errors[:5]}")
