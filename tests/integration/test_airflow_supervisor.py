@@ -123,8 +123,9 @@ def test_a_killed_driver_is_restarted_by_the_supervisor_a_stopped_job_is_not_and
     assert set(ids) == {f"e{i}" for i in range(sent)}, "a record lost"
 
     # 3. A crash loop: a new submit (a new restart budget), a crash restarted once (the limit), the next one
-    # given up on: the supervisor fails, names the loop, and the job stays down.
-    assert run(stack, "stream_submit", {**job, "app_version": "1"}, token)["state"] == "success"
+    # given up on: the supervisor fails, names the loop, and the job stays down. Nothing is fed any more: the
+    # submit succeeds once the job runs (min_batches 0).
+    assert run(stack, "stream_submit", {**job, "app_version": "1", "min_batches": 0}, token)["state"] == "success"
     supervisor = run(stack, "stream_supervisor", {"job_home": str(home)}, token, wait=False)["dag_run_id"]
     wait_for(lambda: supervisor_state(stack, supervisor, stack.token()) == "deferred", "the supervisor to defer")
     first_pid = status()["pid"]
