@@ -336,9 +336,11 @@ def test_a_start_is_refused_while_a_driver_beats_but_not_after_a_killed_one(spar
     (home / "control").mkdir(parents=True)
 
     def beating(pid: int) -> None:
+        """A fresh STARTING heartbeat whose driver's Python process and JVM are both ``pid`` (one process
+        stands for the two: the one liveness rule calls a driver of this host dead when both are gone)."""
         now = time.time()
         (home / "status.json").write_text(json.dumps({
-            "state": "STARTING", "pid": pid, "host": socket.gethostname(), "heartbeat_epoch": now,
+            "state": "STARTING", "pid": pid, "jvm_pid": pid, "host": socket.gethostname(), "heartbeat_epoch": now,
             "heartbeat": "now", "heartbeat_interval_seconds": 1.0}))
 
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
