@@ -79,6 +79,7 @@ static struct {
     const char *(*err2str)(int);
     int (*consumer_close)(rd_kafka_t *);
     int (*query_watermark_offsets)(rd_kafka_t *, const char *, int32_t, int64_t *, int64_t *, int);
+    int (*get_watermark_offsets)(rd_kafka_t *, const char *, int32_t, int64_t *, int64_t *);
 } rk;
 
 static int loaded = 0;
@@ -121,6 +122,7 @@ static PyObject *load(PyObject *self, PyObject *args) {
     BIND(err2str, "rd_kafka_err2str");
     BIND(consumer_close, "rd_kafka_consumer_close");
     BIND(query_watermark_offsets, "rd_kafka_query_watermark_offsets");
+    BIND(get_watermark_offsets, "rd_kafka_get_watermark_offsets");
     loaded = 1;
     return PyUnicode_FromString(rk.version_str());
 }
@@ -420,6 +422,19 @@ static PyObject *reader_watermarks(PartitionReader *self, PyObject *args) {
 }
 
 /*
+ * cached_watermarks() -> (error code, low, high): the partition's watermarks as the consumer's last
+ * fetch answer gave them (librdkafka keeps them per partition); no broker round trip. -1001 (no
+ * offset) until a fetch has answered.
+ */
+static PyObject *reader_cached_watermarks(PartitionReader *self, PyObject *unused) {
+    (void)unused;
+    if (!ensure_open(self)) return NULL;
+    int64_t low = -1001, high = -1001;
+    int err = rk.get_watermark_offsets(self->handle, self->topic, self->partition, &low, &high);
+    return Py_BuildValue("(iLL)", err, (long long)low, (long long)high);
+}
+
+/*
  * assign(start): read the same partition from offset start, dropping whatever was consumed or
  * fetched before (the cached consumer of a new batch). assign(None): stop fetching and drop the
  * queue, keeping the client and its broker connections for a later assign (an idle cached
@@ -469,6 +484,8 @@ static PyMethodDef reader_methods[] = {
     {"read", (PyCFunction)reader_read, METH_VARARGS, "Consume up to max_messages into Arrow buffers."},
     {"watermarks", (PyCFunction)reader_watermarks, METH_VARARGS,
      "(error code, low, high, error text) of the partition, asked of the broker."},
+    {"cached_watermarks", (PyCFunction)reader_cached_watermarks, METH_NOARGS,
+     "(error code, low, high) of the partition from the consumer's last fetch answer; no broker call."},
     {"assign", (PyCFunction)reader_assign, METH_VARARGS,
      "Read from this offset on, dropping what was fetched (None: stop fetching, keep the client)."},
     {"close", (PyCFunction)reader_close, METH_NOARGS, "Close the consumer (idempotent)."},

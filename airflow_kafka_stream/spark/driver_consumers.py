@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 import pyarrow as pa
 
 from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.core.watermarks import watermark_problem
 from airflow_kafka_stream.spark.arrow_rows import (
     PartitionRead,
     arrow_schema,
@@ -98,6 +99,23 @@ class DriverConsumers:
             raise
         self._keep(tp, reading.polls, rng.end if reading.ended_at_end else None)
         return batches
+
+    def cached_watermarks(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]] | None:
+        """The partitions' (low, high) from the kept consumers' last fetch answers, without asking the broker;
+        None unless every partition has a kept consumer with a valid answer.
+
+        A kept consumer long-polls at the log's end, so its answer is at most one fetch old: a record that
+        arrived since may be missed by this batch and is planned with the next one. Nothing is ever planned
+        past what Kafka holds, since a cached high watermark only trails the real one."""
+        found = {}
+        with self._lock:
+            kept = {tp: self._kept.get(tp) for tp in partitions}
+        for tp, item in kept.items():
+            marks = item.polls.cached_watermarks() if item is not None else None
+            if marks is None or watermark_problem(marks) is not None:
+                return None
+            found[tp] = marks
+        return found
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Close the consumers of ``partitions`` (their next batch was read elsewhere, or they are gone)."""

@@ -70,6 +70,7 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         self.placement = placement
         self._prefetched: list[_Prefetched] = []
         self._consumers = DriverConsumers(planner.options)
+        planner.known_watermarks = self._consumers.cached_watermarks
 
     def __getstate__(self) -> dict:
         """Pickled for Spark's tasks: without the driver's batches and consumers (they stay here)."""
@@ -78,6 +79,7 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._consumers = DriverConsumers(self.planner.options)
+        self.planner.known_watermarks = self._consumers.cached_watermarks
 
     # -- planning (the driver's Python process that serves the source to Spark) ----------------
 

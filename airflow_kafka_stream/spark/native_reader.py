@@ -127,6 +127,10 @@ class NativePartition:
             raise KafkaException(KafkaError(code, text))
         return low, high
 
+    def cached_watermarks(self) -> tuple[int, int] | None:
+        code, low, high = self._reader.cached_watermarks()
+        return None if code else (low, high)
+
     def assign(self, start: int | None) -> None:
         self._reader.assign(start)
 

@@ -13,7 +13,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from airflow_kafka_stream.spark.offset_ranges import OffsetRange
@@ -39,6 +39,10 @@ class PartitionPolls(Protocol):
     def poll(self, max_messages: int, timeout: float, end: int) -> Polled: ...
 
     def watermarks(self, timeout: float) -> tuple[int, int]: ...
+
+    def cached_watermarks(self) -> tuple[int, int] | None:
+        """(low, high) as the consumer's last fetch answer gave them, without asking the broker; None when
+        there is none (the values may be librdkafka's -1001 before the first answer)."""
 
     def assign(self, start: int | None) -> None:
         """Read the same partition from ``start`` on, dropping what was fetched; None: stop fetching."""
@@ -73,6 +77,13 @@ class ConfluentPartition:
         return self._consumer.get_watermark_offsets(
             KafkaTopicPartition(self._rng.topic, self._rng.partition), timeout=timeout
         )
+
+    def cached_watermarks(self) -> tuple[int, int] | None:
+        try:
+            return self._consumer.get_watermark_offsets(
+                KafkaTopicPartition(self._rng.topic, self._rng.partition), cached=True)
+        except KafkaException:
+            return None
 
     def assign(self, start: int | None) -> None:
         if start is None:

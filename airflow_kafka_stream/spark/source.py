@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -156,6 +156,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._drained_at: dict | None = None
         self._idle_since: float | None = None  # when a look last found nothing new (monotonic)
         self._client_config = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
+        #: Watermarks known without asking the broker (the driver's kept consumers, see driver_reader.py);
+        #: planning takes them when they cover every partition and show new records.
+        self.known_watermarks: Callable[[list[TopicPartition]], dict | None] | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickled for Spark's tasks, which plan nothing: without the driver's watermark source."""
+        return {**self.__dict__, "known_watermarks": None}
 
     # -- start position ---------------------------------------------------------------------
 
@@ -237,7 +244,19 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._drained_at = None
         begin = parse_offsets(start)
         partitions = self._current_partitions(strict=False)
-        bounds = self._watermarks(partitions)
+        known = self.known_watermarks(partitions) if self.known_watermarks is not None else None
+        end = self._plan(begin, partitions, known, limit) if known is not None else begin
+        if end == begin:  # nothing new by what the consumers last saw: the broker has the last word
+            end = self._plan(begin, partitions, self._watermarks(partitions), limit)
+        if end == begin:
+            self._idle_since = time.monotonic()
+            return start  # Spark's own object: its text goes back unchanged (see offsets_text)
+        self._idle_since = None
+        return to_nested(end)
+
+    def _plan(self, begin: PartitionOffsets, partitions: list[TopicPartition],
+              bounds: Mapping[TopicPartition, tuple[int, int]], limit: ReadLimit) -> PartitionOffsets:
+        """The batch's end offsets from ``bounds`` (watermarks), the read limit and availableNow's target."""
         effective = self._check_lost(begin, bounds)
         end = {tp: bounds[tp][1] for tp in partitions}
         self._latest_seen = dict(end)
@@ -248,11 +267,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             }
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(effective, end, limit.max_rows)
-        if end == begin:
-            self._idle_since = time.monotonic()
-            return start  # Spark's own object: its text goes back unchanged (see offsets_text)
-        self._idle_since = None
-        return to_nested(end)
+        return end
 
     def _pace_idle_looks(self) -> None:
         """After a look that found nothing new, wait out ``idlePollIntervalMs`` before the next one.

@@ -38,6 +38,9 @@ def test_the_next_range_reads_on_from_the_kept_consumer(kafka_bootstrap, topic):
         assert offsets(kept.read(OffsetRange(topic, 0, 0, 20), lambda _b: True)) == list(range(20))
         first = kept._kept[TopicPartition(topic, 0)]
         assert first.next_offset == 20
+        # Its last fetch answer holds the partition's watermarks: planning needs no request of its own.
+        assert kept.cached_watermarks([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): (0, 60)}
+        assert kept.cached_watermarks([TopicPartition(topic, 0), TopicPartition(topic, 1)]) is None, "1 has none"
         assert offsets(kept.read(OffsetRange(topic, 0, 20, 45), lambda _b: True)) == list(range(20, 45))
         assert kept._kept[TopicPartition(topic, 0)].polls is first.polls, "the same consumer read on"
         # A start elsewhere (a replayed or reset range): the consumer is moved, never read on from its queue.
