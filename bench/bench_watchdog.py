@@ -36,16 +36,7 @@ ROUNDS = int(os.environ.get("BENCH_WATCHDOG_ROUNDS", "2"))
 PARTITIONS = 2
 BACKOFF_SECONDS = 60  # dags/stream_supervisor.py
 
-
-def feed(bootstrap: str, topic: str, stop: threading.Event) -> None:
-    from tests.kafka_utils import produce
-
-    i = 0
-    while not stop.is_set():
-        produce(bootstrap, topic, [(None, json.dumps({"id": f"e{i + k}", "key": "k", "amount": 1}))
-                                   for k in range(10)])
-        i += 10
-        time.sleep(0.2)
+from bench.bench_upgrade import feed  # noqa: E402 - after the path above; the same feed as the upgrade bench
 
 
 def kill(home: Path) -> tuple[float, int]:

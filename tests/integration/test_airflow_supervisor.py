@@ -19,6 +19,7 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.conftest import ROOT
 from tests.integration.test_airflow_submit import drivers_of
 from tests.integration.test_airflow_upgrade import Feeder, output_ids
+from tests.integration.test_airflow_watchdog import wait_for
 from tests.kafka_utils import create_topic, unique, watermarks
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -54,16 +55,6 @@ def run(stack, dag_id: str, conf: dict, token: str, wait: bool = True) -> dict:
 
 def supervisor_state(stack, run_id: str, token: str) -> str | None:
     return stack.task_instances("stream_supervisor", run_id, token).get("supervise", {}).get("state")
-
-
-def wait_for(predicate, what: str, timeout: float = 180.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def kill(home) -> float:

@@ -49,13 +49,13 @@ def move_to_another_host(home: Path) -> None:
     tmp.replace(path)
 
 
-def wait_for(predicate, what: str, timeout: float = 180.0):
+def wait_for(predicate, what: str, timeout: float = 180.0, poll: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(1)
+        time.sleep(poll)
     pytest.fail(f"timed out waiting for {what}")
 
 

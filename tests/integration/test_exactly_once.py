@@ -21,6 +21,7 @@ import pytest
 
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.processes import process_alive
 from airflow_kafka_stream.storage.status import is_alive, read_status
 from tests.conftest import ROOT
 from tests.integration.cli_helpers import cli_subprocess
@@ -231,6 +232,10 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     # Its heartbeat is still fresh, but both of its processes are gone on this host: an operation need not wait
     # the heartbeat out (the driver recorded its JVM's pid beside its own).
     assert crashed["jvm_pid"] not in (None, crashed["pid"])
+    # SIGKILL reached the whole group; a JVM with a large heap can take a moment more than its Python parent to go.
+    deadline = time.monotonic() + 10
+    while process_alive(crashed["jvm_pid"], crashed["host"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert is_alive(crashed, time.time(), max_age_seconds=30)
     assert job_is_running(JobHome(str(run.home))) == (False, crashed)
     shown = cli_subprocess("status", "--job-home", run.home)
