@@ -120,7 +120,8 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         return iter(entry.batches)
 
     def commit(self, end: dict) -> None:
-        """Nothing to commit (the job runtime commits group offsets); batches up to ``end`` are done."""
+        """Nothing to commit (the job runtime commits group offsets); a batch ending at ``end`` that Spark never
+        took is let go (the rest are bounded by MAX_PREFETCHED)."""
         done = parse_offsets(end)
         self._prefetched = [entry for entry in self._prefetched if parse_offsets(entry.end) != done]
 
