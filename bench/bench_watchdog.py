@@ -43,6 +43,7 @@ def kill(home: Path) -> tuple[float, int]:
     """``kill -9`` every process of the job's driver (their process groups); the kill's time and the old pid."""
     from airflow_kafka_stream.storage.jobhome import JobHome
     from tests.integration.test_airflow_submit import drivers_of
+    from airflow_kafka_stream.ops.guard import job_is_running
 
     old = (JobHome(str(home)).status() or {}).get("pid")
     killed = time.time()
@@ -51,7 +52,9 @@ def kill(home: Path) -> tuple[float, int]:
             os.killpg(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    while drivers_of(home):  # a SIGKILL takes effect a moment later: until then the driver is not gone
+    # A SIGKILL takes effect a moment later, and the JVM can outlive its Python parent by a moment more: until
+    # both are gone the job is not provably dead (the one liveness rule), for a watchdog or a scripted restart.
+    while drivers_of(home) or job_is_running(JobHome(str(home)))[0]:
         time.sleep(0.05)
     return killed, old
 
