@@ -41,9 +41,9 @@ from bench.bench_upgrade import feed  # noqa: E402 - after the path above; the s
 
 def kill(home: Path) -> tuple[float, int]:
     """``kill -9`` every process of the job's driver (their process groups); the kill's time and the old pid."""
+    from airflow_kafka_stream.ops.guard import job_is_running
     from airflow_kafka_stream.storage.jobhome import JobHome
     from tests.integration.test_airflow_submit import drivers_of
-    from airflow_kafka_stream.ops.guard import job_is_running
 
     old = (JobHome(str(home)).status() or {}).get("pid")
     killed = time.time()
