@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -43,15 +42,11 @@ def kill(home: Path) -> tuple[float, int]:
     """``kill -9`` every process of the job's driver (their process groups); the kill's time and the old pid."""
     from airflow_kafka_stream.ops.guard import job_is_running
     from airflow_kafka_stream.storage.jobhome import JobHome
-    from tests.integration.test_airflow_submit import drivers_of
+    from tests.integration.test_airflow_submit import drivers_of, kill_drivers
 
     old = (JobHome(str(home)).status() or {}).get("pid")
     killed = time.time()
-    for pid in drivers_of(home):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_drivers(home)
     # A SIGKILL takes effect a moment later, and the JVM can outlive its Python parent by a moment more: until
     # both are gone the job is not provably dead (the one liveness rule), for a watchdog or a scripted restart.
     while drivers_of(home) or job_is_running(JobHome(str(home)))[0]:
@@ -106,7 +101,7 @@ def main() -> int:
     from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack, wait_for_dags
     from airflow_kafka_stream.ops.stop import stop_job
     from airflow_kafka_stream.storage.jobhome import JobHome
-    from tests.integration.test_airflow_submit import drivers_of
+    from tests.integration.test_airflow_submit import kill_drivers
     from tests.kafka_utils import create_topic, unique
 
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
@@ -152,11 +147,7 @@ def main() -> int:
             stop_job(JobHome(str(home)), timeout=120, savepoint=False)
         finally:
             stop.set()
-            for pid in drivers_of(home):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_drivers(home)
             stack.stop()
     return 0
 

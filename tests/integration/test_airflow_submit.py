@@ -107,14 +107,19 @@ def _driver_log(home: Path) -> str:
     return logs[-1].read_text(errors="replace")[-3000:] if logs else "(no driver log)"
 
 
+def kill_drivers(home: Path) -> None:
+    """``kill -9`` every process group of the job's drivers (Python driver and JVM, no shutdown hooks)."""
+    for pid in drivers_of(home):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _stop(home: Path) -> None:
     (home / "control").mkdir(parents=True, exist_ok=True)
     (home / "control" / "stop").write_text(json.dumps({"requested_at": "test", "by": "test"}))
     deadline = time.monotonic() + 90
     while drivers_of(home) and time.monotonic() < deadline:
         time.sleep(0.5)
-    for pid in drivers_of(home):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_drivers(home)

@@ -9,15 +9,13 @@ is restarted up to the failure-rate limit, then given up on, loudly.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 
 import pytest
 
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.conftest import ROOT
-from tests.integration.test_airflow_submit import drivers_of
+from tests.integration.test_airflow_submit import drivers_of, kill_drivers
 from tests.integration.test_airflow_upgrade import Feeder, output_ids
 from tests.integration.test_airflow_watchdog import wait_for
 from tests.kafka_utils import create_topic, unique, watermarks
@@ -59,11 +57,7 @@ def supervisor_state(stack, run_id: str, token: str) -> str | None:
 
 def kill(home) -> float:
     killed = time.time()
-    for pid in drivers_of(home):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_drivers(home)
     return killed
 
 

@@ -5,8 +5,6 @@ leaves a healthy or a stopped job alone, and gives up on a version that fails ev
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
-from tests.integration.test_airflow_submit import drivers_of
+from tests.integration.test_airflow_submit import drivers_of, kill_drivers
 from tests.integration.test_airflow_upgrade import APPS, Feeder, example_dag, output_ids
 from tests.kafka_utils import create_topic, produce, unique, watermarks
 
@@ -57,14 +55,6 @@ def wait_for(predicate, what: str, timeout: float = 180.0, poll: float = 0.5):
             return value
         time.sleep(poll)
     pytest.fail(f"timed out waiting for {what}")
-
-
-def kill_drivers(home: Path) -> None:
-    for pid in drivers_of(home):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_watchdog_restarts_a_killed_driver_leaves_a_stopped_job_and_gives_up_on_a_crash_loop(
