@@ -69,12 +69,14 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         self.planner = planner
         self.placement = placement
         self._prefetched: list[_Prefetched] = []
+        #: The tasks of the batch planned last, for Spark's partitions() call that follows (one plan, not two).
+        self._planned: tuple[dict, dict, Sequence[InputPartition]] | None = None
         self._consumers = DriverConsumers(planner.options)
         planner.known_watermarks = self._consumers.cached_watermarks
 
     def __getstate__(self) -> dict:
         """Pickled for Spark's tasks: without the driver's batches and consumers (they stay here)."""
-        return {**self.__dict__, "_prefetched": [], "_consumers": None}
+        return {**self.__dict__, "_prefetched": [], "_planned": None, "_consumers": None}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -93,7 +95,9 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         end = self.planner.latestOffset(start, limit)
         if end is start:  # nothing new, or draining: Spark's own object goes back (see offsets_text)
             return start
-        ranges = self._ranges(start, end)
+        tasks = self.planner.partitions(start, end)
+        self._planned = (parse_offsets(start), parse_offsets(end), tasks)
+        ranges = tuple(rng for task in tasks for rng in task.ranges)
         self._consumers.keep_only(self.planner.partitions_seen())
         if self.placement.on_driver(sum(rng.size for rng in ranges)):
             batches = self._read_side_by_side(ranges, self.placement.byte_budget)
@@ -108,7 +112,10 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         entry = self._find(start, end)
         if entry is not None:
             return [KafkaRange(entry.ranges)]  # Spark's driver-side read takes exactly one partition
-        return self.planner.partitions(start, end)
+        planned = self._planned
+        if planned is not None and planned[:2] == (parse_offsets(start), parse_offsets(end)):
+            return planned[2]
+        return self.planner.partitions(start, end)  # a batch planned by an earlier driver, run again
 
     def getCache(self, start: dict, end: dict) -> Iterator[pa.RecordBatch] | None:
         """The batch's records when they were read on the driver; None: Spark runs the planned tasks."""
@@ -139,9 +146,6 @@ class KafkaDriverReader(_SimpleStreamReaderWrapper):
         return self.planner.read(partition)
 
     # -- helpers --------------------------------------------------------------------------------
-
-    def _ranges(self, start: dict, end: dict) -> tuple[OffsetRange, ...]:
-        return tuple(rng for task in self.planner.partitions(start, end) for rng in task.ranges)
 
     def _find(self, start: dict, end: dict) -> _Prefetched | None:
         begin, finish = parse_offsets(start), parse_offsets(end)
