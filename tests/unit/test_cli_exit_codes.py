@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_stream import cli
+from airflow_kafka_stream.cli import inspection
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, KafkaAccessError, OperationIncompleteError
 
 
@@ -22,6 +23,6 @@ def test_errors_map_to_exit_codes(monkeypatch, capsys, error, code):
     def handler(_args):
         raise error
 
-    monkeypatch.setattr(cli, "_cmd_history", handler)
+    monkeypatch.setattr(inspection, "_cmd_history", handler)
     assert cli.main(["history", "--job-home", "/nowhere"]) == code
     assert capsys.readouterr().err.strip() == f"error: {error}"

@@ -1,0 +1,92 @@
+"""Commands that look at a job: status, checkpoint (position, fsck, repair), verify, history, unlock."""
+
+from __future__ import annotations
+
+import argparse
+
+from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, context, emit, job_args, job_home, nonempty
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's commands to the CLI."""
+    p = sub.add_parser("status", help="what the job is doing now: state, heartbeat, last batch, group commits "
+                                      "(exit 0 while it runs, 1 when it does not)")
+    job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_status)
+
+    p = sub.add_parser("checkpoint", help="show a checkpoint's position, check it (fsck), or repair an "
+                                          "interrupted reset")
+    p.add_argument("action", nargs="?", choices=["position", "fsck", "repair"], default="position")
+    job_args(p, kafka=False)
+    p.set_defaults(handler=_cmd_checkpoint)
+
+    p = sub.add_parser("verify", help="compare the group's committed offsets with the checkpoint, per partition")
+    job_args(p)
+    p.add_argument("--stall-threshold", default="PT10M", type=nonempty,
+                   help="ISO 8601 duration without a committed batch, while lag > 0, that counts as STALLED")
+    p.set_defaults(handler=_cmd_verify)
+
+    p = sub.add_parser("history", help="print the job's operation history")
+    job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_history)
+
+    p = sub.add_parser("unlock", help="release the job lock left behind by an operation whose process died")
+    job_args(p, checkpoint=False, kafka=False)
+    p.set_defaults(handler=_cmd_unlock)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
+    from airflow_kafka_stream.ops.inspect import job_status
+
+    status = job_status(job_home(args))
+    emit(args, status.to_dict(), cli_render.status_text(status))
+    return EXIT_OK if status.running else EXIT_PROBLEMS
+
+
+def _cmd_checkpoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
+    from airflow_kafka_stream.ops import inspect
+
+    ctx = context(args)
+    if args.action == "repair":
+        result = inspect.repair(ctx)
+        emit(args, result.to_dict(), cli_render.repair_text(result))
+        return EXIT_OK
+    if args.action == "fsck":
+        report = inspect.fsck(ctx)
+        emit(args, report.to_dict(), report.render())
+        return EXIT_OK if report.ok else EXIT_PROBLEMS
+    seeded = inspect.unstarted(ctx)
+    if seeded is not None:
+        emit(args, seeded.to_dict(), seeded.describe())
+        return EXIT_OK
+    position = inspect.position(ctx)
+    emit(args, position.to_dict(), cli_render.position_text(position))
+    return EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops import verify
+
+    result = verify.verify(context(args), stall_threshold=args.stall_threshold)
+    emit(args, result.to_dict(), result.to_table())
+    return result.exit_code
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops.operation import history
+
+    records = history(job_home(args))
+    lines = [f"{r.get('started_at', '?')}  {r.get('operation', '?'):<18} {r.get('result', '?'):<8} {r.get('by', '')}"
+             + (f"  {r['error']}" if r.get("error") else "") for r in records]
+    emit(args, records, "\n".join(lines) or "(no operations recorded)")
+    return EXIT_OK
+
+
+def _cmd_unlock(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream.ops.operation import unlock
+
+    held = unlock(job_home(args))
+    emit(args, {"released": held}, f"released lock {held}" if held else "the job home was not locked")
+    return EXIT_OK

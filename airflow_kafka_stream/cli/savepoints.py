@@ -1,0 +1,90 @@
+"""Savepoint commands (create, list, show, validate, delete, prune) and restore."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from airflow_kafka_stream.cli.common import EXIT_OK, Parser, emit, job_args, job_home, nonempty, sink_args
+
+_SAVEPOINT_ACTIONS = {
+    "create": "take a savepoint of the stopped job",
+    "list": "list the job's savepoints",
+    "show": "print a savepoint's manifest",
+    "validate": "check every file of a savepoint against its manifest's checksums",
+    "delete": "delete a savepoint",
+    "prune": "delete old savepoints, keeping the newest (--keep-last N, --keep-within DURATION)",
+}
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's commands to the CLI."""
+    p = sub.add_parser("savepoint", help="create, list, show, validate, delete or prune savepoints")
+    # One parser per action, so the id may come before or after the options (`show --job-home H ID`).
+    actions = p.add_subparsers(dest="action", required=True, parser_class=Parser, metavar="ACTION")
+    for name, summary in _SAVEPOINT_ACTIONS.items():
+        a = actions.add_parser(name, help=summary, description=summary)
+        if name in ("show", "validate", "delete"):
+            a.add_argument("savepoint_id", type=nonempty, help="the savepoint's id (see `savepoint list`)")
+        job_args(a, checkpoint=False, kafka=False)
+        if name == "create":
+            a.add_argument("--app-version", type=nonempty, help="application version recorded in the new savepoint")
+        if name == "prune":
+            a.add_argument("--keep-last", type=int, help="keep the newest N")
+            a.add_argument("--keep-within", type=nonempty,
+                           help="keep those younger than this ISO 8601 duration, e.g. P7D")
+        a.set_defaults(handler=_cmd_savepoint)
+
+    p = sub.add_parser("restore", help="start a new checkpoint generation from a savepoint")
+    job_args(p, checkpoint=False, kafka=False)
+    p.add_argument("--savepoint", required=True, type=nonempty, help="the savepoint id")
+    p.add_argument("--drop-state", action="store_true",
+                   help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
+    sink_args(p)
+    p.add_argument("--allow-sink-batch-log", action="store_true",
+                   help="proceed although the sink keeps a batch log keyed by batch id")
+    p.set_defaults(handler=_cmd_restore)
+
+
+def _cmd_savepoint(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
+    from airflow_kafka_stream.core.reset_plan import parse_duration
+    from airflow_kafka_stream.ops import savepoints
+
+    home = job_home(args)
+    sp_id = getattr(args, "savepoint_id", None)
+    data: Any
+    if args.action == "create":
+        made = savepoints.create(home, app_version=args.app_version)
+        data, text = made.to_dict(), f"created savepoint {made.id} at batch {made.batch_id}: offsets {made.offsets}"
+    elif args.action == "list":
+        found = savepoints.list_all(home)
+        data, text = [info.to_dict() for info in found], cli_render.savepoint_table(found)
+    elif args.action == "show":
+        data = savepoints.show(home, sp_id).to_dict()
+        text = cli_render.fields_text(data)
+    elif args.action == "validate":
+        checked = savepoints.validate(home, sp_id)
+        data, text = checked.to_dict(), f"savepoint {checked.id}: all {checked.files} checksums match"
+    elif args.action == "delete":
+        data = savepoints.delete(home, sp_id).to_dict()
+        text = f"deleted savepoint {data['deleted']}"
+    else:
+        pruned = savepoints.prune(home, keep_last=args.keep_last,
+                                  max_age=parse_duration(args.keep_within, "max_age") if args.keep_within else None)
+        data = pruned.to_dict()
+        text = ("deleted " + ", ".join(pruned.deleted)) if pruned.deleted else "nothing to prune"
+        if pruned.pinned:
+            text += f" (kept while an upgrade may roll back to them: {', '.join(pruned.pinned)})"
+    emit(args, data, text)
+    return EXIT_OK
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from airflow_kafka_stream import cli_render
+    from airflow_kafka_stream.ops import savepoints
+
+    result = savepoints.restore(job_home(args), args.savepoint, drop_state=args.drop_state,
+                                sink_path=args.sink_path, sink_kind=args.sink_kind,
+                                allow_sink_batch_log=args.allow_sink_batch_log)
+    emit(args, result.to_dict(), cli_render.restore_text(result))
+    return EXIT_OK
