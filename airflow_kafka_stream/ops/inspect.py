@@ -44,7 +44,7 @@ def repair(ctx: JobContext) -> RepairResult:
     """
     from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
     from airflow_kafka_stream.ops.guard import ensure_not_running
-    from airflow_kafka_stream.ops.operation import recorded_operation
+    from airflow_kafka_stream.storage.operation import recorded_operation
 
     def work() -> RepairResult:
         outcome = recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options)

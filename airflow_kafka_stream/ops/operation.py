@@ -1,76 +1,10 @@
-"""Run a control-plane operation under the job lock and record it in the history."""
+"""A job's operation history and its lock, as operations (recording an operation is in storage.operation)."""
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from airflow_kafka_stream.core.redaction import redact
-from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError, StreamError
-from airflow_kafka_stream.storage.jobhome import JobHome, utc_now, who_am_i
-
-log = logging.getLogger(__name__)
-
-@contextmanager
-def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str | None = None,
-                       lock: bool = True, existing_home: bool = True,
-                       lock_wait_seconds: float = 0.0) -> Iterator[dict[str, Any]]:
-    """Hold the job lock while the body runs and append what happened to the job's history.
-
-    With ``existing_home`` (all but a job's first start) a directory that is not a
-    job home is refused first, before a lock or a history file could create it: a
-    mistyped job home is refused the same way from the CLI and from Airflow.
-
-    The body fills ``record["before"]``, ``record["after"]`` and ``record["result"]``
-    (default "ok"); an exception marks the record "refused" (bad input or wrong job
-    state) or "failed" and is re-raised.
-    """
-    record: dict[str, Any] = {
-        "operation": name,
-        "by": by or who_am_i(),
-        "started_at": utc_now().isoformat(),
-        "args": redact(args),
-        "before": None,
-        "after": None,
-        "result": "ok",
-    }
-    if existing_home:
-        home.require()
-    started = time.monotonic()
-    holder = record["by"]
-    lock_cm = home.lock(name, holder, lock_wait_seconds) if lock else _no_lock()
-    with lock_cm:
-        try:
-            yield record
-        except InvalidInputError as exc:
-            record.update(result="refused", error=str(exc))
-            raise
-        except OperationIncompleteError as exc:
-            record.update(result="failed", error=str(exc))
-            raise
-        except StreamError as exc:
-            record.update(result="refused" if record["after"] is None else "failed", error=str(exc))
-            raise
-        except BaseException as exc:
-            record.update(result="failed", error=f"{type(exc).__name__}: {exc}")
-            raise
-        finally:
-            record["finished_at"] = utc_now().isoformat()
-            record["seconds"] = round(time.monotonic() - started, 3)
-            try:
-                home.append_history(record)
-                if lock:
-                    home.compact_history()
-            except Exception:  # noqa: BLE001 - never hide the operation's own outcome
-                log.exception("could not append to the history of %s", home.url)
-
-
-@contextmanager
-def _no_lock() -> Iterator[None]:
-    yield None
+from airflow_kafka_stream.storage.jobhome import JobHome
 
 
 def history(home: JobHome) -> list[dict[str, Any]]:

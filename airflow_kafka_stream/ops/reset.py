@@ -36,10 +36,10 @@ from airflow_kafka_stream.kafka.metadata import committed_offsets
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.results import GroupMove, ResetOutcome
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, ensure_sink_log_present, sink_note
 from airflow_kafka_stream.storage.files import url_to_fs
+from airflow_kafka_stream.storage.operation import recorded_operation
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals
 from airflow_kafka_stream.ops.guard import ensure_not_running
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.results import DeleteResult, PruneResult, RestoreResult, SavepointInfo
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
 from airflow_kafka_stream.ops.unstarted import unstarted_generation
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 
 
 def _spark_version() -> str | None:

@@ -32,11 +32,11 @@ from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.submit import LaunchedDriver, driver_log_path, log_tail, submission_path
 from airflow_kafka_stream.storage.files import dump_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import process_alive
 
 log = logging.getLogger(__name__)

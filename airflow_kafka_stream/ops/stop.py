@@ -20,9 +20,9 @@ from typing import Any
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from typing import Any
 
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.files import dump_json, is_local, read_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
 #: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.

@@ -22,9 +22,9 @@ from typing import Any
 from airflow_kafka_stream.core.job_watch import FAILED, STOPPED
 from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.files import dump_json, read_json, write_atomic
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
 log = logging.getLogger(__name__)

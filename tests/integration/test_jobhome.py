@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.ops.operation import recorded_operation
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 
 pytestmark = pytest.mark.integration
 
