@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_kafka_stream.core.job_state import ALL_STATES, LIVE_STATES, JobState, state_names
 from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat half of the rule, named here too
     DEFAULT_CLOCK_SKEW_SECONDS,
     clock_skew,
@@ -43,10 +44,10 @@ from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat h
     liveness,
 )
 
-STARTING, RUNNING, DRAINING, STOPPED, FAILED = "STARTING", "RUNNING", "DRAINING", "STOPPED", "FAILED"
-ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
-KNOWN_STATES = ACTIVE_STATES | {STOPPED, FAILED}
-
+STARTING, RUNNING, DRAINING, STOPPED, FAILED = (JobState.STARTING, JobState.RUNNING, JobState.DRAINING,
+                                                JobState.STOPPED, JobState.FAILED)
+ACTIVE_STATES = LIVE_STATES
+KNOWN_STATES = ALL_STATES
 
 
 class Outcome(enum.StrEnum):
@@ -84,7 +85,7 @@ class WatchSpec:
         unknown = sorted(states - KNOWN_STATES)
         if not states or unknown:
             raise ValueError(
-                f"target_states must be a non-empty subset of {sorted(KNOWN_STATES)}, got {sorted(target_states)}"
+                f"target_states must be a non-empty subset of {state_names(KNOWN_STATES)}, got {sorted(target_states)}"
             )
         if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 0:
             raise ValueError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
@@ -92,7 +93,7 @@ class WatchSpec:
             raise ValueError("newer_than must carry a timezone")
         if not max_heartbeat_age > 0:
             raise ValueError(f"max_heartbeat_age must be a positive number of seconds, got {max_heartbeat_age!r}")
-        return cls(states, min_batches, newer_than, float(max_heartbeat_age))
+        return cls(frozenset(JobState(s) for s in states), min_batches, newer_than, float(max_heartbeat_age))
 
 
 def summary(status: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:

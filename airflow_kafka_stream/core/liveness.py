@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-ACTIVE_STATES = frozenset({"STARTING", "RUNNING", "DRAINING"})
-FINAL_STATES = frozenset({"STOPPED", "FAILED"})
+from airflow_kafka_stream.core.job_state import FINAL_STATES, LIVE_STATES  # noqa: F401 - named here too
+
+#: The states of a driver that holds the job (``core.job_state``), by their older name here.
+ACTIVE_STATES = LIVE_STATES
 
 #: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
 #: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
