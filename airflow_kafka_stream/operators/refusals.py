@@ -24,6 +24,7 @@ PARAMETER_OF_SETTING = {
     "storage_options": "storage_conn_id",
     "master": "spark_conn_id",
     "timeout": "timeout_seconds",
+    "kill_timeout": "kill_timeout_seconds",
 }
 
 #: Operator methods an operation's refusal can come out of: the start and every resumption after a deferral.

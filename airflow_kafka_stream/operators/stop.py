@@ -8,15 +8,16 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.errors import InvalidInputError, OperationIncompleteError
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
+from airflow_kafka_stream.operators.flags import as_flag
+from airflow_kafka_stream.operators.refusals import in_parameters, refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.stop import StopOptions, StopPhase
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
-ON_TIMEOUT = ("withdraw", "kill")
 #: The wait ends on either final state; complete_stop turns FAILED into an error.
 FINAL = ["STOPPED", "FAILED"]
 
@@ -70,24 +71,19 @@ class StreamStopOperator(JobHomeTask, BaseOperator):
         self.poll_seconds = poll_seconds
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
-        if "{{" not in f"{on_timeout}{timeout_seconds}":
-            self._check()
+        if "{{" not in f"{on_timeout}{timeout_seconds}{savepoint}":
+            try:
+                self._options()
+            except StreamError as exc:
+                raise in_parameters(exc, type(self)) from None
 
-    def _check(self) -> None:
-        """Refuse bad arguments, naming them (at parse time, and again once templates are rendered)."""
-        if self.on_timeout not in ON_TIMEOUT:
-            raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {self.on_timeout!r}")
-        try:
-            self.timeout_seconds = float(self.timeout_seconds)
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"timeout_seconds must be a number of seconds, got {self.timeout_seconds!r}") \
-                from None
-        if not self.timeout_seconds > 0 or not self.kill_timeout_seconds > 0 or not self.poll_seconds > 0:
-            raise InvalidInputError("timeout_seconds, kill_timeout_seconds and poll_seconds must be positive")
-        if isinstance(self.savepoint, str):
-            from airflow_kafka_stream.operators.flags import as_flag
-
-            self.savepoint = as_flag(self.savepoint, "savepoint")
+    def _options(self) -> StopOptions:
+        """The stop's options as ops checks them (at parse time, and again once templates are rendered)."""
+        if not self.poll_seconds > 0:
+            raise InvalidInputError(f"poll_seconds must be positive, got {self.poll_seconds!r}",
+                                    setting="poll_seconds")
+        return StopOptions(self.timeout_seconds, as_flag(self.savepoint, "savepoint"), self.app_version,
+                           self.on_timeout, self.kill_timeout_seconds, self.pin_reason or None)
 
     def _home(self):
         return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
@@ -95,56 +91,44 @@ class StreamStopOperator(JobHomeTask, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_kafka_stream.ops.stop import complete_stop, request_stop
 
-        self._check()
+        options = self._options()
         home = self._home()
         asked = request_stop(home)
         if not asked.was_running:
             self.log.info("job %s is not running (state %s): nothing to stop", self.job_home, asked.state)
-            return self._finished(home, complete_stop(home, False, self.savepoint, self.app_version))
+            return self._finished(home, complete_stop(home, False, options))
         self.log.info("asked job %s to finish its batch and stop; waiting up to %.0fs", self.job_home,
-                      self.timeout_seconds)
-        return self._wait("drain", self.timeout_seconds, context)
+                      options.timeout)
+        return self._wait(StopPhase.DRAIN, options, context)
 
-    def _wait(self, phase: str, timeout: float, context: Context) -> dict[str, Any]:
+    def _wait(self, phase: StopPhase, options: StopOptions, context: Context) -> dict[str, Any]:
         trigger = StreamJobStateTrigger(job_home=self.job_home, target_states=FINAL,
                                         storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-                                        timeout_seconds=timeout)
+                                        timeout_seconds=options.timeout_of(phase))
         # The phase is in the method's name, not in kwargs: dag.test() resumes with the event alone.
-        return wait_then_defer(self, context, trigger, "kill_complete" if phase == "kill" else "execute_complete",
-                               {}, defer_after(self.defer_after_seconds))
+        return wait_then_defer(self, context, trigger,
+                               "kill_complete" if phase is StopPhase.KILL else "execute_complete", {},
+                               defer_after(self.defer_after_seconds))
 
     def kill_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The end of the wait for a killed job: as :meth:`execute_complete`, in the kill phase."""
-        return self.execute_complete(context, event, phase="kill")
+        return self.execute_complete(context, event, phase=StopPhase.KILL)
 
-    def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
-        from airflow_kafka_stream.ops.stop import complete_stop, kill_unanswered, request_kill, withdraw_stop
+    def execute_complete(self, context: Context, event: dict[str, Any], phase: str = StopPhase.DRAIN
+                         ) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.stop import conclude
 
+        options = self._options()
         home = self._home()
-        status = event.get("status")
-        if status == "success":
-            result = self._finished(home, complete_stop(home, True, self.savepoint, self.app_version,
-                                                        killed=phase == "kill"))
-            self.log.info("job %s stopped: batch %s%s", self.job_home, result["batch_id"],
-                          f", savepoint {result['savepoint']['id']}" if result["savepoint"] else "")
-            return result
-        if status == "timeout" and phase == "drain":
-            if self.on_timeout == "kill":
-                request_kill(home)
-                return self._wait("kill", self.kill_timeout_seconds, context)
-            final = withdraw_stop(home, self.timeout_seconds)  # raises: the job keeps running
-            return self._finished(home, complete_stop(home, True, self.savepoint, self.app_version)) if final else {}
-        if status == "timeout":
-            raise kill_unanswered(home, self.kill_timeout_seconds)
-        raise OperationIncompleteError(
-            f"job {self.job_home} did not report a stop: {event.get('message')}. The stop request stays and is "
-            "cleared by the next start; check the driver log before restoring or resetting")
+        step = conclude(home, event, StopPhase(phase), options)
+        if isinstance(step, StopPhase):
+            return self._wait(step, options, context)
+        result = self._finished(home, step)
+        self.log.info("job %s stopped: batch %s%s", self.job_home, result["batch_id"],
+                      f", savepoint {result['savepoint']['id']}" if result["savepoint"] else "")
+        return result
 
     def _finished(self, home, stopped: StopResult) -> dict[str, Any]:
-        """The stop's XCom: its result, the job's application version (what an upgrade rolls back to); and the
-        savepoint's pin."""
-        from airflow_kafka_stream.ops.savepoints import pin
-
-        if stopped.savepoint is not None and self.pin_reason:
-            pin(home, stopped.savepoint.id, self.pin_reason)
-        return {**stopped.to_dict(), "app_version": home.spec().get("version")}
+        """The stop's XCom: its result, with the application version that stopped (what an upgrade rolls
+        back to)."""
+        return stopped.to_dict()

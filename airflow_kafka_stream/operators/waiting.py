@@ -15,7 +15,8 @@ from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.triggers.polling import WAITING, PollingTrigger, poll_in_worker, timed_out
+from airflow_kafka_stream.ops.watch import WAITING, look_for, timed_out
+from airflow_kafka_stream.triggers.polling import PollingTrigger
 
 #: Seconds a deferrable operator waits in its slot before it defers, unless told otherwise.
 DEFAULT_DEFER_AFTER_SECONDS = 30.0
@@ -44,7 +45,7 @@ def wait_then_defer(operator: BaseOperator, context: Context, trigger: PollingTr
     time that is left."""
     deferrable = bool(getattr(operator, "deferrable", False))
     limit = min(defer_after_seconds, trigger.timeout_seconds) if deferrable else trigger.timeout_seconds
-    event, spent = poll_in_worker(trigger, limit)
+    event, spent = look_for(trigger.poll, limit, trigger.poll_seconds)
     if event["status"] == WAITING:
         left = trigger.timeout_seconds - spent
         if deferrable and left > 0:

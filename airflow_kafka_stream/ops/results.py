@@ -123,6 +123,8 @@ class StopResult:
     note: str | None = None
     error: str | None = None
     savepoint: SavepointInfo | None = None
+    #: The application version that stopped (what an upgrade rolls back to).
+    app_version: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         found = {key: value for key, value in asdict(self).items() if key != "savepoint"}

@@ -1,90 +1,120 @@
-"""Stop a running job after its current micro-batch, optionally taking a savepoint.
+"""Stop a running job after its current micro-batch, optionally taking a savepoint: one phased machine.
+
+*request* (:func:`request_stop`) → *look* (:func:`look_stopped`, repeated) → *conclude* (:func:`conclude`),
+which returns the :class:`~airflow_kafka_stream.ops.results.StopResult` or the next phase. The command line
+runs the loop in :func:`stop_job`; the Airflow operator runs the same steps around its in-slot wait and its
+trigger. Each step takes the job lock briefly and writes its own history record (``stop-request``, then
+``stop``, and ``stop-kill`` or ``stop-withdraw`` when the drain timed out), whoever drives it.
 
 The stop request is revocable. When the job does not stop within the timeout:
 
-* ``on_timeout="withdraw"`` (default): the request is removed, the job leaves DRAINING
-  and keeps running as before; the refusal says so and nothing is left changed;
-* ``on_timeout="kill"``: the request is turned into a kill, the job stops its query at
-  once (Spark cancels the running batch and re-runs it on restart) and ends STOPPED; a
-  savepoint, if asked, is of the last committed batch.
+* ``on_timeout=withdraw`` (default): the request is removed, the job leaves DRAINING and keeps running as
+  before; the refusal says so and nothing is left changed;
+* ``on_timeout=kill``: the request is turned into a kill, the job stops its query at once (Spark cancels the
+  running batch and re-runs it on restart) and ends STOPPED; a savepoint, if asked, is of the last
+  committed batch.
 
 Idempotent: a job that already ended (STOPPED or FAILED) is reported as it is.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
+from airflow_kafka_stream.ops.watch import SUCCESS, TIMEOUT, look_job, wait
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 log = logging.getLogger(__name__)
 
-ON_TIMEOUT = ("withdraw", "kill")
+
+class OnTimeout(enum.StrEnum):
+    """What a stop does when the job has not drained in time."""
+
+    WITHDRAW = "withdraw"
+    KILL = "kill"
+
+
+class StopPhase(enum.StrEnum):
+    """The wait a stop is in: for the drain, or for the answer to a kill."""
+
+    DRAIN = "drain"
+    KILL = "kill"
+
+
+ON_TIMEOUT = tuple(choice.value for choice in OnTimeout)
 
 #: After withdrawing, how long to wait for the job to report that it runs again (it looks every half second).
 ACKNOWLEDGE_SECONDS = 15.0
 
 
+@dataclass(frozen=True)
+class StopOptions:
+    """How a stop behaves; refused with the setting named when a value is not allowed."""
+
+    timeout: float = 300.0
+    savepoint: bool = False
+    app_version: str | None = None
+    on_timeout: OnTimeout = OnTimeout.WITHDRAW
+    kill_timeout: float = 60.0
+    pin_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "on_timeout", OnTimeout(self.on_timeout))
+        except ValueError:
+            raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {self.on_timeout!r}",
+                                    setting="on_timeout") from None
+        for name in ("timeout", "kill_timeout"):
+            value = getattr(self, name)
+            try:
+                seconds = float(value)
+            except (TypeError, ValueError):
+                seconds = -1.0
+            if isinstance(value, bool) or not seconds > 0:
+                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value!r}", setting=name)
+            object.__setattr__(self, name, seconds)
+
+    def timeout_of(self, phase: StopPhase) -> float:
+        return self.kill_timeout if phase is StopPhase.KILL else self.timeout
+
+
 def stop_job(home: JobHome, timeout: float = 300.0, savepoint: bool = False, app_version: str | None = None,
              poll: float = 0.5, by: str | None = None, on_timeout: str = "withdraw",
-             kill_timeout: float = 60.0) -> StopResult:
-    """Request a graceful stop, wait for the job to report a final state, optionally savepoint.
+             kill_timeout: float = 60.0, pin_reason: str | None = None) -> StopResult:
+    """The whole stop in this process: request, look every ``poll`` seconds, conclude.
 
     Raises JobStateError when the request was withdrawn (the job keeps running) and
     OperationIncompleteError when the job failed while stopping or a kill got no answer.
     """
-    if not timeout > 0:
-        raise InvalidInputError(f"timeout must be a positive number of seconds, got {timeout}", setting="timeout")
-    if on_timeout not in ON_TIMEOUT:
-        raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}",
-                                setting="on_timeout")
-    args = {"timeout": timeout, "savepoint": savepoint, "on_timeout": on_timeout}
-    with recorded_operation(home, "stop", args, by=by) as record:
-        running, status = job_is_running(home)
-        record["before"] = _summary(status)
-        killed = False
-        if running:
-            home.request_stop(record["by"])
-            log.info("stop requested for %s; waiting up to %ss", home.url, timeout)
-            status = _wait_final(home, timeout, poll)
-            if status is None and on_timeout == "kill":
-                status, killed = _kill(home, record["by"], kill_timeout, poll), True
-            elif status is None:
-                status = _withdraw(home, timeout, poll)
-        elif status is None:
-            raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
-        result = _conclude(home, status, running, killed, savepoint, app_version, record)
-        return result
+    options = StopOptions(timeout, savepoint, app_version, on_timeout, kill_timeout, pin_reason)
+    asked = request_stop(home, by=by)
+    if not asked.was_running:
+        return complete_stop(home, False, options, by=by)
+    log.info("stop requested for %s; waiting up to %ss", home.url, options.timeout)
+    phase = StopPhase.DRAIN
+    while True:
+        event = wait(lambda: look_stopped(home), options.timeout_of(phase), poll)
+        step = conclude(home, event, phase, options, by=by, poll=poll)
+        if isinstance(step, StopResult):
+            return step
+        phase = step
 
 
-def _conclude(home: JobHome, status: dict[str, Any], was_running: bool, killed: bool, savepoint: bool,
-              app_version: str | None, record: dict[str, Any]) -> StopResult:
-    """The stop's result once the job's state is final: refused when it failed stopping, else the savepoint."""
-    result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.get("state"),
-                        batch_id=_batch(status), offsets=_offsets(status), note=status.get("note"),
-                        error=status.get("error"))
-    if was_running and status.get("state") == FAILED:
-        record["after"] = result.to_dict()
-        raise OperationIncompleteError(
-            f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
-            f"committed batch is {result.batch_id}. Fix the cause and start it again (the failed batch "
-            "re-runs)" + ("; no savepoint was taken" if savepoint else "")
-        )
-    if savepoint:
-        result = replace(result, savepoint=_savepoint(home, status, app_version, after_kill=killed))
-    record["after"] = result.to_dict()
-    return result
+def look_stopped(home: JobHome) -> dict[str, Any]:
+    """One look: ``success`` once the job reports a final state, ``failed`` when its driver died draining."""
+    return look_job(home, WatchSpec.of(sorted(FINAL_STATES)))
 
-
-# -- the same stop in phases, for a caller that waits elsewhere (a deferred Airflow task) ------------------------
 
 def request_stop(home: JobHome, by: str | None = None) -> StopRequested:
     """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere."""
@@ -99,16 +129,58 @@ def request_stop(home: JobHome, by: str | None = None) -> StopRequested:
         return StopRequested(running, (status or {}).get("state"))
 
 
-def complete_stop(home: JobHome, was_running: bool, savepoint: bool = False, app_version: str | None = None,
-                  killed: bool = False, by: str | None = None) -> StopResult:
-    """Once the job reported a final state: the stop's result and, if asked, its savepoint."""
-    args = {"savepoint": savepoint, "killed": killed, "phased": True}
+def conclude(home: JobHome, event: dict[str, Any], phase: StopPhase, options: StopOptions, *,
+             by: str | None = None, poll: float = 0.5) -> StopResult | StopPhase:
+    """Decide what a finished wait means: the stop's result, or :attr:`StopPhase.KILL` to wait for a kill.
+
+    Raises JobStateError when a timed-out drain was withdrawn (the job keeps running) and
+    OperationIncompleteError when a kill went unanswered or the driver died without reporting a stop.
+    """
+    phase = StopPhase(phase)
+    status = event.get("status")
+    if status == SUCCESS:
+        return complete_stop(home, True, options, killed=phase is StopPhase.KILL, by=by)
+    if status == TIMEOUT and phase is StopPhase.DRAIN:
+        if options.on_timeout is OnTimeout.KILL:
+            request_kill(home, by=by)
+            return StopPhase.KILL
+        withdraw_stop(home, options.timeout, by=by, poll=poll)  # raises unless the job stopped meanwhile
+        return complete_stop(home, True, options, by=by)
+    if status == TIMEOUT:
+        raise kill_unanswered(home, options.kill_timeout)
+    raise OperationIncompleteError(
+        f"job {home.url} did not report a stop: {event.get('message')}. It probably died; the stop request "
+        "stays and is cleared by the next start. Check its driver log before restoring or resetting")
+
+
+def complete_stop(home: JobHome, was_running: bool, options: StopOptions | None = None, killed: bool = False,
+                  by: str | None = None) -> StopResult:
+    """Once the job reported a final state: the stop's result and, if asked, its savepoint (pinned with
+    ``pin_reason``: an upgrade keeps the savepoint it may roll back to out of housekeeping)."""
+    options = options or StopOptions()
+    args = {"savepoint": options.savepoint, "killed": killed, "on_timeout": options.on_timeout.value}
     with recorded_operation(home, "stop", args, by=by) as record:
         status = home.status() or {}
         record["before"] = _summary(status)
         if status.get("state") not in FINAL_STATES:
             raise JobStateError(f"job {home.url} has not stopped (state {status.get('state')}); nothing was saved")
-        return _conclude(home, status, was_running, killed, savepoint, app_version, record)
+        result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.get("state"),
+                            batch_id=_batch(status), offsets=_offsets(status), note=status.get("note"),
+                            error=status.get("error"), app_version=home.spec().get("version"))
+        if was_running and status.get("state") == FAILED:
+            record["after"] = result.to_dict()
+            raise OperationIncompleteError(
+                f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
+                f"committed batch is {result.batch_id}. Fix the cause and start it again (the failed batch "
+                "re-runs)" + ("; no savepoint was taken" if options.savepoint else ""))
+        if options.savepoint:
+            result = replace(result, savepoint=_savepoint(home, status, options.app_version, after_kill=killed))
+        record["after"] = result.to_dict()
+    if result.savepoint is not None and options.pin_reason:
+        from airflow_kafka_stream.ops.savepoints import pin
+
+        pin(home, result.savepoint.id, options.pin_reason, by=by)
+    return result
 
 
 def withdraw_stop(home: JobHome, waited: float, by: str | None = None, poll: float = 0.5) -> dict[str, Any]:
@@ -139,31 +211,12 @@ def kill_unanswered(home: JobHome, kill_timeout: float) -> OperationIncompleteEr
     )
 
 
-def _wait_final(home: JobHome, timeout: float, poll: float) -> dict[str, Any] | None:
-    """The job's status once it is final, or None when it is still draining at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = home.status() or {}
-        if status.get("state") in FINAL_STATES:
-            return status
-        running, _ = job_is_running(home)
-        if not running:
-            raise OperationIncompleteError(
-                f"job {home.url} stopped heart-beating in state {status.get('state')} without reporting "
-                "STOPPED: it probably died. Check its driver log before restoring or resetting; the stop "
-                "request stays and is cleared by the next start"
-            )
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(poll)
-
-
 def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
     """Remove the request and wait for the job to run again; raise saying it keeps running."""
     home.clear_stop_request()
     deadline = time.monotonic() + ACKNOWLEDGE_SECONDS
     status = home.status() or {}
-    while status.get("state") not in FINAL_STATES and status.get("state") != "RUNNING":
+    while status.get("state") not in FINAL_STATES and status.get("state") != JobState.RUNNING:
         if time.monotonic() >= deadline:
             break
         time.sleep(poll)
@@ -171,7 +224,7 @@ def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
     state = status.get("state")
     if state in FINAL_STATES:
         return status  # the drain ended as the request was withdrawn: it stopped after all
-    ack = ("it reports RUNNING again" if state == "RUNNING" else
+    ack = ("it reports RUNNING again" if state == JobState.RUNNING else
            f"it still reported {state} {ACKNOWLEDGE_SECONDS:.0f}s later and returns to RUNNING when it next "
            "looks at the request")
     raise JobStateError(
@@ -180,16 +233,6 @@ def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
         "Retry with a larger timeout, or with on_timeout=kill to cancel the running batch",
         setting=("timeout", "on_timeout")
     )
-
-
-def _kill(home: JobHome, by: str, kill_timeout: float, poll: float) -> dict[str, Any]:
-    """Turn the request into a kill and wait for the job to report it stopped."""
-    home.request_stop(by, mode=STOP_MODE_KILL)
-    log.warning("job %s did not drain in time: asked it to stop at once, cancelling its running batch", home.url)
-    status = _wait_final(home, kill_timeout, poll)
-    if status is not None:
-        return status
-    raise kill_unanswered(home, kill_timeout)
 
 
 def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, after_kill: bool) -> SavepointInfo:

@@ -10,13 +10,13 @@ restarted triggerer simply starts polling again.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
-from airflow_kafka_stream.triggers.polling import WAITING, poll_until_done
+from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
 class StreamJobStateTrigger(BaseTrigger):
@@ -72,28 +72,15 @@ class StreamJobStateTrigger(BaseTrigger):
         newer = datetime.fromisoformat(self.newer_than) if self.newer_than else None
         return WatchSpec.of(self.target_states, self.min_batches, newer, self.max_heartbeat_age)
 
-    def _read_status(self) -> dict[str, Any] | None:
-        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-
-        return StreamJobHook(self.job_home, None, self.storage_conn_id).status()
-
     def poll(self) -> dict[str, Any]:
-        """One look at the job (blocking: it reads storage): an event whose status is ``waiting`` until the
-        wait is over, then ``success`` or ``failed``. An operator that waits in its slot first calls this too."""
-        from airflow_kafka_stream.storage.processes import driver_gone
+        """One look at the job (blocking: it reads storage), the look every driver of a wait runs
+        (``ops.watch.look_job``); an operator that waits in its slot first calls this too."""
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.ops.watch import look_job
+        from airflow_kafka_stream.storage.jobhome import JobHome
 
-        status = self._read_status()
-        now = datetime.now(UTC)
-        verdict = judge(status, self.spec(), now, driver_gone(status))
-        if not verdict.done and driver_exited(self.driver_pid, self.driver_host):
-            status = self._read_status()  # it may have reported just before exiting
-            verdict = judge(status, self.spec(), now, driver_gone(status))
-            if not verdict.done:
-                return {"status": "failed", "job": summary(status, now), "message": (
-                    f"the driver process (pid {self.driver_pid}) exited before the job reported "
-                    f"{'/'.join(self.target_states)}; {status_shows(status, self.newer_than)}")}
-        state = {Outcome.SUCCESS: "success", Outcome.FAILED: "failed"}.get(verdict.outcome, WAITING)
-        return {"status": state, "message": verdict.message, "job": summary(status, now)}
+        home = JobHome(self.job_home, StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options())
+        return look_job(home, self.spec(), self.driver_pid, self.driver_host)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
@@ -105,22 +92,3 @@ class StreamJobStateTrigger(BaseTrigger):
                       "/".join(self.target_states))
         async for event in poll_until_done(self, self.log.info, f"job {self.job_home}", "the job's status"):
             yield event
-
-def status_shows(status: dict[str, Any] | None, newer_than: str | None) -> str:
-    """What the job's status says, in words, when a driver exited before it reported (it never wrote one)."""
-    if not status:
-        return "the job home has no status: the driver never reported"
-    started = status.get("started_at")
-    try:
-        earlier = bool(newer_than) and datetime.fromisoformat(str(started)) < datetime.fromisoformat(str(newer_than))
-    except ValueError:
-        earlier = bool(newer_than)
-    whose = "a previous driver's" if earlier else "this driver's"
-    return f"the job's status still shows {status.get('state')}, {whose} (started {started})"
-
-
-def driver_exited(pid: int | None, host: str | None) -> bool:
-    """Whether a driver launched on this host has exited (False when it cannot be told from here)."""
-    from airflow_kafka_stream.storage.processes import process_alive
-
-    return process_alive(pid, host) is False

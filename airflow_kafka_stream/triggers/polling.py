@@ -2,7 +2,7 @@
 
 A polling trigger has a blocking ``poll()`` that looks once and returns an event dict whose ``status`` is
 ``waiting`` until the wait is over, and ``timeout_seconds`` and ``poll_seconds``. The triggerer runs
-:func:`poll_until_done` (each look off the event loop); an operator runs :func:`poll_in_worker` for a short
+:func:`poll_until_done` (each look off the event loop); an operator runs ``ops.watch.look_for`` for a short
 while before it defers, so a wait that ends within seconds (a drain, a standby's handover) ends there: no
 defer and resume round trip in an upgrade's downtime, and no trigger that fires while the scheduler still
 holds the deferral's exit (apache/airflow#71580: such a task can be failed as it resumes).
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from airflow.triggers.base import TriggerEvent
 
-WAITING = "waiting"
+from airflow_kafka_stream.ops.watch import WAITING, timed_out
 
 
 class PollingTrigger(Protocol):
@@ -25,13 +25,6 @@ class PollingTrigger(Protocol):
     poll_seconds: float
 
     def poll(self) -> dict[str, Any]: ...
-
-
-def timed_out(last: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """The event that ends a wait which ran out of time, saying what the last look saw (also alone, as
-    ``last_look``)."""
-    return {**last, "status": "timeout", "message": f"gave up after {seconds:.0f}s: {last.get('message')}",
-            "last_look": last.get("message")}
 
 
 async def poll_until_done(trigger: PollingTrigger, log: Callable[..., None], subject: str, reading: str
@@ -56,15 +49,3 @@ async def poll_until_done(trigger: PollingTrigger, log: Callable[..., None], sub
             return
         log("%s: %s", subject, event.get("message"))
         await asyncio.sleep(trigger.poll_seconds)
-
-
-def poll_in_worker(trigger: PollingTrigger, seconds: float) -> tuple[dict[str, Any], float]:
-    """Look until the wait is over or ``seconds`` have passed (at least one look); returns the last event
-    (``waiting`` when time ran out) and the seconds spent."""
-    started = time.monotonic()
-    while True:
-        event = trigger.poll()
-        spent = time.monotonic() - started
-        if event["status"] != WAITING or spent + trigger.poll_seconds > seconds:
-            return event, spent
-        time.sleep(trigger.poll_seconds)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_stream.core.driver_log import driver_error
-from airflow_kafka_stream.triggers.job_state import status_shows
+from airflow_kafka_stream.ops.watch import status_shows
 
 SPARK = "26/11/26 04:19:52 WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address"
 

@@ -10,8 +10,8 @@ import tempfile
 import pytest
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.hooks.spark_driver import plan_submit, render_properties
-from airflow_kafka_stream.ops.submit import CLIENT_CONFIG_ENV
+from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, Submission
+from airflow_kafka_stream.ops.spark_submit import SparkSubmitLauncher, plan_submit, render_properties
 from airflow_kafka_stream.storage.files import STORAGE_OPTIONS_ENV
 from tests.airflow_helpers import set_connection
 
@@ -97,7 +97,7 @@ def test_properties_escape_keys_and_keep_json_values():
 
 def test_a_failed_cluster_submission_leaves_no_secrets_file(monkeypatch, tmp_path):
     """spark-submit to a YARN that is not there fails; the private properties file is gone all the same."""
-    from airflow_kafka_stream.hooks.spark_driver import launch_driver
+    from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
 
     set_connection(monkeypatch, "spark_yarn", json.dumps({"conn_type": "spark", "host": "yarn",
                                                           "extra": {"deploy-mode": "cluster"}}))
@@ -105,16 +105,15 @@ def test_a_failed_cluster_submission_leaves_no_secrets_file(monkeypatch, tmp_pat
     monkeypatch.delenv("YARN_CONF_DIR", raising=False)
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "aks-submit-*")))
     with pytest.raises(JobStateError, match="spark-submit to yarn in cluster mode failed"):
-        launch_driver(spark_conn_id="spark_yarn", application="/apps/job.py", args=[], spark_conf={}, kafka=KAFKA,
-                      log_path=str(tmp_path / "driver.log"), name="stream-a", storage_options=STORAGE,
-                      job_home="s3://bucket/jobs/a")
+        AirflowSparkLauncher("s3://bucket/jobs/a", "spark_yarn", KAFKA, STORAGE).launch(
+            Submission("1", application="/apps/job.py"), str(tmp_path / "driver.log"))
     assert set(glob.glob(os.path.join(tempfile.gettempdir(), "aks-submit-*"))) == before
 
 
 def test_client_mode_drivers_on_one_environment_share_one_working_directory(monkeypatch, tmp_path):
     """./environment must resolve in the driver's working directory; one folder per environment, not per launch
     (a driver cannot remove the directory it runs in, so per-launch folders piled up in /tmp)."""
-    from airflow_kafka_stream.hooks.spark_driver import _driver_workdir
+    from airflow_kafka_stream.ops.spark_submit import driver_workdir as _driver_workdir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     archive = tmp_path / "env.tar.gz"
@@ -129,3 +128,36 @@ def test_client_mode_drivers_on_one_environment_share_one_working_directory(monk
     assert _driver_workdir(planned) == first
     assert os.readlink(os.path.join(first, "environment")) == "/opt/airflow/venv"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("aks-driver")) == [os.path.basename(first)]
+
+
+def test_the_direct_launcher_builds_the_same_command_without_airflow_and_no_secret_in_it():
+    """The command line's launcher: spark-submit with the plan's settings; secrets only in the environment."""
+    planned = plan("spark://127.0.0.1:7077", None)
+    launcher = SparkSubmitLauncher("s3://bucket/jobs/a", "spark://127.0.0.1:7077", KAFKA, STORAGE,
+                                   spark_submit="/opt/spark/bin/spark-submit")
+    args = launcher.command(planned, "spark://127.0.0.1:7077", "/apps/job.py")
+    assert args[:3] == ["/opt/spark/bin/spark-submit", "--master", "spark://127.0.0.1:7077"]
+    assert args[-3:] == ["/apps/job.py", "--home", "s3://bucket/jobs/a"]
+    assert "spark.executor.memory=2g" in args and ["--deploy-mode", "client"] == args[args.index("--deploy-mode"):][:2]
+    assert SECRET not in " ".join(args)
+    assert SECRET in planned.driver_env[CLIENT_CONFIG_ENV] and SECRET in planned.driver_env[STORAGE_OPTIONS_ENV]
+
+
+@pytest.mark.parametrize(("record", "why"), [
+    pytest.param({"app_version": "2", "application_args": ["--a", 1], "spark_conf": {"k": 1},
+                  "submitted_at": "2026-01-01T00:00:00+00:00"}, "a record a submit wrote, with its time",
+                 id="1-recorded-submission-round-trips"),
+    pytest.param({"app_version": "2"}, "an old record with the version alone", id="2-minimal-record"),
+])
+def test_a_recorded_submission_replays_as_written(record, why):
+    submission = Submission.from_record(record)
+    again = Submission.from_record(submission.to_record())
+    assert again == submission, why
+    assert submission.app_version == "2"
+    assert all(isinstance(arg, str) for arg in submission.application_args)
+
+
+def test_a_submission_without_a_version_is_refused_naming_it():
+    with pytest.raises(InvalidInputError, match="app_version is empty") as refused:
+        Submission(" ")
+    assert refused.value.settings == ("app_version",)

@@ -1,0 +1,70 @@
+"""The health gate's look and the job's lag: is a started job consuming, and how far behind is it.
+
+An upgrade's new version must run, commit batches and not fall behind (``core.health`` judges a series of
+lag samples); the watchdog needs the lag to tell a stuck job from an idle one. Both read the same thing:
+the high watermarks of the partitions the job reports offsets for, against those offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started, total_lag
+from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, WAITING
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+log = logging.getLogger(__name__)
+
+
+def partition_highs(kafka_config: Mapping[str, Any], last_offsets: Mapping[str, Mapping[str, int]]
+                    ) -> dict[tuple[str, int], int]:
+    """High watermarks of the partitions the job reports offsets for."""
+    from airflow_kafka_stream.core.offsets import TopicPartition
+    from airflow_kafka_stream.kafka.metadata import watermarks
+
+    partitions = [TopicPartition(t, int(p)) for t, parts in last_offsets.items() for p in parts]
+    found = watermarks(dict(kafka_config), partitions) if partitions else {}
+    return {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()}
+
+
+def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> int | None:
+    """Total lag of the job behind its partitions' high watermarks; None when it cannot be known."""
+    offsets = (status or {}).get("last_offsets")
+    if not kafka_config or not offsets:
+        return None
+    try:
+        return total_lag(offsets, partition_highs(kafka_config, offsets))
+    except StreamError as exc:
+        log.warning("cannot read the watermarks for the lag: %s", exc)
+        return None
+
+
+class HealthLook:
+    """The health gate's look: each call reads the status and, while this run is RUNNING with a fresh
+    heartbeat, takes a lag sample; the samples are kept across looks (the gate judges their trend).
+
+    Watermark errors end the look with an error event (the gate cannot judge a job it cannot see).
+    """
+
+    def __init__(self, home: JobHome, kafka_config: Mapping[str, Any], spec: HealthSpec, timeout: float) -> None:
+        self.home, self.kafka_config, self.spec = home, kafka_config, spec
+        self.samples: list[LagSample] = []
+        self.deadline = time.monotonic() + timeout
+
+    def __call__(self) -> dict[str, Any]:
+        status, now = self.home.status(), datetime.now(UTC)
+        if status and status.get("state") == JobState.RUNNING and judge_started(status, self.spec, now):
+            offsets = status.get("last_offsets") or {}
+            self.samples.append(LagSample(now, total_lag(offsets, partition_highs(self.kafka_config, offsets)),
+                                          int(status.get("batches_this_run") or 0)))
+        verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
+        state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
+        return {"status": state, "message": verdict.message, "job": summary(status, now),
+                "lag": [sample.lag for sample in self.samples]}

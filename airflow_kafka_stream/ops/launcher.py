@@ -1,0 +1,118 @@
+"""Starting a driver: what a submission is, and the small interface every way of launching one implements.
+
+Submit, launch replay (a rollback, a watchdog restart), the standby's launch and the upgrade all start
+drivers through a :class:`Launcher`; they never build a command themselves. Two implementations exist:
+``ops.spark_submit.SparkSubmitLauncher`` runs ``spark-submit`` directly (the command line, a CronJob, any
+scheduler), and ``hooks.spark_driver.AirflowSparkLauncher`` builds the same command through the Spark
+provider's ``SparkSubmitHook`` from an Airflow ``spark`` connection.
+
+A :class:`Submission` is what a restart must repeat (application, arguments, Spark settings, cluster
+settings) and is recorded in the job home; it never holds a secret. Kafka settings, secrets included, are
+the launcher's and reach the driver through its environment only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from airflow_kafka_stream.errors import InvalidInputError
+
+#: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
+CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
+
+EXAMPLE_PIPELINE = str(Path(__file__).resolve().parents[1] / "jobs" / "example_pipeline.py")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """How one version of a job is started: enough to start it again exactly so, and no secret.
+
+    ``master`` is the Spark master a direct launch uses; ``spark_conn_id`` and ``kafka_conn_id`` are the
+    Airflow connections a launch from Airflow used. Either front-end replays a record the other wrote.
+    """
+
+    app_version: str
+    application: str | None = None
+    application_args: tuple[str, ...] = ()
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    deploy_mode: str | None = None
+    executor_environment: str | None = None
+    job_home_shared: bool = False
+    master: str | None = None
+    spark_conn_id: str | None = None
+    kafka_conn_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not str(self.app_version or "").strip():
+            raise InvalidInputError("app_version is empty; give the application version being submitted",
+                                    setting="app_version")
+        object.__setattr__(self, "app_version", str(self.app_version))
+        object.__setattr__(self, "application_args", tuple(str(arg) for arg in self.application_args))
+        object.__setattr__(self, "spark_conf", {str(k): str(v) for k, v in dict(self.spark_conf).items()})
+
+    @property
+    def program(self) -> str:
+        """The PySpark file that runs: the application, else the package's example pipeline."""
+        return self.application or EXAMPLE_PIPELINE
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON the job home keeps under ``submissions/`` (no secret is ever part of a submission)."""
+        record = asdict(self)
+        record["application_args"] = list(self.application_args)
+        record["spark_conf"] = dict(self.spark_conf)
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Submission:
+        """A recorded submission; keys it does not know (``submitted_at``) are ignored."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in record.items() if key in known}
+        values["application_args"] = tuple(values.get("application_args") or ())
+        values["spark_conf"] = dict(values.get("spark_conf") or {})
+        values["job_home_shared"] = bool(values.get("job_home_shared"))
+        return cls(**values)
+
+    def with_version(self, app_version: str) -> Submission:
+        return replace(self, app_version=str(app_version))
+
+
+@dataclass(frozen=True)
+class LaunchedDriver:
+    """A driver just started: its local process (client mode) or its cluster application id, and its log."""
+
+    pid: int | None
+    host: str | None
+    log: str
+    application_id: str | None = None
+
+
+class Launcher(Protocol):
+    """Starts a driver for a submission, detached: it returns once the driver is on its way, never waits for
+    the stream to end. ``extra_env`` is added to the driver's environment (a standby's token)."""
+
+    def launch(self, submission: Submission, log_path: str,
+               extra_env: Mapping[str, str] | None = None) -> LaunchedDriver: ...
+
+
+def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequence[str], group: str,
+                          output_path: str, app_version: str, starting_offsets: str = "earliest") -> list[str]:
+    """The example pipeline's arguments; a version of your own that takes the same arguments drops in."""
+    missing = [name for name, value in (("topics", list(topics)), ("group", group), ("output_path", output_path))
+               if not value]
+    if missing:
+        raise InvalidInputError(f"the example pipeline needs {', '.join(missing)}; give them, or give your own "
+                                "application and its arguments", setting=tuple(missing))
+    args = ["--home", job_home, "--bootstrap", str(bootstrap_servers), "--group", str(group),
+            "--output", str(output_path), "--app-version", str(app_version), "--starting-offsets", starting_offsets]
+    for topic in topics:
+        args += ["--topic", str(topic)]
+    return args
+
+
+def driver_name(job_home: str) -> str:
+    """The Spark application name of a job's driver: ``stream-`` and the job home's last path segment."""
+    return f"stream-{str(job_home).rstrip('/').rsplit('/', 1)[-1]}"
+
