@@ -20,23 +20,25 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_kafka_stream.core.job_state import ALL_STATES, FINAL_STATES, LIVE_STATES, JobState  # noqa: F401
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
+from airflow_kafka_stream.storage.layout import STATUS
 
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-DRAINING = "DRAINING"
-STOPPED = "STOPPED"
-FAILED = "FAILED"
+#: The states by their older names here (``core.job_state.JobState`` is the vocabulary).
+STARTING = JobState.STARTING
+RUNNING = JobState.RUNNING
+DRAINING = JobState.DRAINING
+STOPPED = JobState.STOPPED
+FAILED = JobState.FAILED
 
-ACTIVE_STATES = frozenset({STARTING, RUNNING, DRAINING})
-FINAL_STATES = frozenset({STOPPED, FAILED})
-ALL_STATES = ACTIVE_STATES | FINAL_STATES
+ACTIVE_STATES = LIVE_STATES
 
 if TYPE_CHECKING:
     from airflow_kafka_stream.core.liveness import Liveness
+    from airflow_kafka_stream.core.status_document import StatusDocument
 
-STATUS_FILE = "status.json"
+STATUS_FILE = "/".join(STATUS)
 
 #: A heartbeat older than this many intervals means the driver is gone.
 DEFAULT_STALE_AFTER_INTERVALS = 4
@@ -55,6 +57,13 @@ def read_status(home_url: str, storage_options: dict | None = None) -> dict[str,
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     return JobHome(home_url, storage_options).status()
+
+
+def read_status_document(home_url: str, storage_options: dict | None = None) -> StatusDocument | None:
+    """The job's last status, typed (``core.status_document``); None when it has none yet (or it is unreadable)."""
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    return JobHome(home_url, storage_options).status_document()
 
 
 def write_status(home_url: str, status: Mapping[str, Any], storage_options: dict | None = None) -> None:
