@@ -6,8 +6,8 @@ from setuptools import Extension, find_packages, setup
 # librdkafka inside the confluent-kafka wheel at run time. Optional: without a C compiler the
 # package still installs, and the source reads through confluent-kafka in Python instead.
 KAFKA_ARROW = Extension(
-    "airflow_kafka_stream.spark._kafka_arrow",
-    sources=["airflow_kafka_stream/spark/_kafka_arrow.c"],
+    "airflow_kafka_stream.source._kafka_arrow",
+    sources=["airflow_kafka_stream/source/_kafka_arrow.c"],
     extra_compile_args=["-O2", "-Wall"],
     optional=True,
 )

@@ -37,7 +37,7 @@ WORKERS = 2
 def session(master: str):
     from pyspark.sql import SparkSession
 
-    from airflow_kafka_stream.spark.source import register
+    from airflow_kafka_stream.source.source import register
 
     builder = (SparkSession.builder.master(master).appName(f"bench-cluster-{master.split(':')[0]}")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -55,7 +55,7 @@ def session(master: str):
 
 def wait_for_executors(spark, wanted: int, timeout: float = 60.0) -> None:
     """Block until ``wanted`` executors have registered: a warm-up that starts them warms nothing measured."""
-    from airflow_kafka_stream.spark.session import executor_count
+    from airflow_kafka_stream.runtime.session import executor_count
 
     deadline = time.monotonic() + timeout
     while executor_count(spark) < wanted:

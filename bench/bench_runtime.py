@@ -62,7 +62,7 @@ def bare_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) 
 
 
 def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:
-    from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+    from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
 
     config = StreamConfig(job_name="bench", bootstrap_servers=bootstrap, group_id=f"bench-{os.path.basename(workdir)}",
                           topics=[topic], starting_offsets="earliest", max_offsets_per_trigger=per_trigger)
@@ -83,7 +83,7 @@ def main() -> int:
     from airflow_kafka_stream.devstack.broker import existing_or_local_broker
 
     bootstrap, broker = existing_or_local_broker()
-    from airflow_kafka_stream.spark.session import local_session
+    from airflow_kafka_stream.runtime.session import local_session
     from tests.kafka_utils import unique
 
     spark = None

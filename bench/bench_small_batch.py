@@ -142,7 +142,7 @@ def median_ms(durations: list[dict], phase: str = "triggerExecution") -> float:
 
 def main() -> None:
     from airflow_kafka_stream.devstack.broker import existing_or_local_broker
-    from airflow_kafka_stream.spark.session import local_session
+    from airflow_kafka_stream.runtime.session import local_session
     from bench.memory_source import MemorySource, workers_can_import_this
 
     bootstrap, broker = existing_or_local_broker()

@@ -206,7 +206,7 @@ def rate_source_rate(spark, checkpoints: str) -> float:
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from airflow_kafka_stream.devstack.broker import existing_or_local_broker
-    from airflow_kafka_stream.spark.session import local_session
+    from airflow_kafka_stream.runtime.session import local_session
 
     bootstrap, broker = existing_or_local_broker()
     spark = None

@@ -11,8 +11,8 @@ import pyarrow as pa
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, SimpleDataSourceStreamReader
 
-from airflow_kafka_stream.spark.arrow_rows import arrow_schema
-from airflow_kafka_stream.spark.source import source_schema
+from airflow_kafka_stream.source.arrow_rows import arrow_schema
+from airflow_kafka_stream.source.source import source_schema
 
 VALUE = b"x" * 90
 

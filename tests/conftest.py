@@ -104,7 +104,7 @@ def transactional_cluster():
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One local Spark session for the whole run (starting one costs seconds)."""
-    from airflow_kafka_stream.spark.session import local_session
+    from airflow_kafka_stream.runtime.session import local_session
 
     session = local_session("tests", warehouse=str(tmp_path_factory.mktemp("spark-warehouse")))
     try:

@@ -101,6 +101,15 @@ class CheckpointPosition:
             )
         return self.offsets.kafka_sources(self.url)
 
+    def committed_kafka_offsets(self) -> PartitionOffsets | None:
+        """Every Kafka source's offsets at the committed batch together (a query may union several Kafka
+        readers), without refusing a partition two sources share; None before the first batch or with no
+        Kafka source. What a running driver records as its position."""
+        if self.offsets is None:
+            return None
+        kafka = self.kafka_sources()
+        return kafka.union() if kafka.by_index else None
+
     def kafka_offsets(self, operation: str) -> PartitionOffsets:
         """Every Kafka source's offsets in one mapping; refuses when there is none or two share a partition."""
         return self.kafka_sources().require_one_position_per_partition(operation).union()
@@ -186,6 +195,15 @@ def _operator(fs: fsspec.AbstractFileSystem, metadata_path: str, operator_id: in
         return StatefulOperator(operator_id, info["operatorInfo"].get("operatorName"), stores[0].get("numPartitions"))
     except (FileNotFoundError, IndexError, KeyError, ValueError, AttributeError):
         return StatefulOperator(operator_id)
+
+
+def read_started_position(url: str, storage_options: dict | None = None) -> CheckpointPosition | None:
+    """The position of a checkpoint its query has started, or None for a location the query has not
+    written yet (no ``metadata``): a fresh generation before its first start. Refuses what read_position does."""
+    fs, root = open_fs(url, storage_options)
+    if not exists_file(fs, join(root, METADATA)):
+        return None
+    return read_position(url, storage_options)
 
 
 def read_position(url: str, storage_options: dict | None = None) -> CheckpointPosition:

@@ -128,8 +128,8 @@ def _package_files() -> Iterator[tuple[str, Path]]:
     import airflow_kafka_stream
 
     root = Path(airflow_kafka_stream.__file__).resolve().parent
-    if not any(root.glob("spark/_kafka_arrow*.so")):
-        raise InvalidInputError(f"the C reader (spark/_kafka_arrow) is not built in {root}; install the package "
+    if not any(root.glob("source/_kafka_arrow*.so")):
+        raise InvalidInputError(f"the C reader (source/_kafka_arrow) is not built in {root}; install the package "
                                 "with a C compiler present (pip install -e .), or executors would read in Python")
     for path in sorted(root.rglob("*")):
         relative = f"{PACKAGE}/{path.relative_to(root).as_posix()}"

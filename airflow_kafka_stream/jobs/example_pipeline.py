@@ -34,8 +34,8 @@ import sys
 from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.ops.context import read_properties
 from airflow_kafka_stream.ops.submit import client_config_from_env
-from airflow_kafka_stream.spark.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
-from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.storage.files import storage_options_from_env
 
 
@@ -85,12 +85,12 @@ def spark_session(cores: str):
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         from pyspark.sql import SparkSession
 
-        from airflow_kafka_stream.spark.source import register
+        from airflow_kafka_stream.source.source import register
 
         spark = SparkSession.builder.appName("example_pipeline").getOrCreate()
         register(spark)
         return spark
-    from airflow_kafka_stream.spark.session import local_session
+    from airflow_kafka_stream.runtime.session import local_session
 
     return local_session("example_pipeline", cores=cores)
 

@@ -30,7 +30,7 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    from airflow_kafka_stream.spark.source import register
+    from airflow_kafka_stream.source.source import register
 
     register(session)
     return session

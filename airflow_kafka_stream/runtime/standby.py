@@ -2,7 +2,7 @@
 
 A driver started with :data:`STANDBY_ENV` set (to the token the control plane wrote in
 ``control/standby.json`` when it launched it, see ``ops.standby``) does not take the job when its
-:class:`~airflow_kafka_stream.spark.runtime.StreamRuntime` prepares. It first stands by: it registers in
+:class:`~airflow_kafka_stream.runtime.StreamRuntime` prepares. It first stands by: it registers in
 its own record, does what takes time and touches nothing of the running job (the JVM and session are up
 already, its code is imported; the source is loaded, the job home and savepoints are read), reports
 READY and waits. Only the go written for its token by an upgrade that stopped the old version lets it
@@ -30,7 +30,7 @@ from typing import Any
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.errors import JobStateError
-from airflow_kafka_stream.spark.session import executor_count
+from airflow_kafka_stream.runtime.session import executor_count
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.processes import process_alive

@@ -494,7 +494,7 @@ static PyMethodDef reader_methods[] = {
 
 static PyTypeObject PartitionReaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "airflow_kafka_stream.spark._kafka_arrow.PartitionReader",
+    .tp_name = "airflow_kafka_stream.source._kafka_arrow.PartitionReader",
     .tp_doc = "A librdkafka consumer assigned to one partition from a start offset.",
     .tp_basicsize = sizeof(PartitionReader),
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -21,11 +21,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from airflow_kafka_stream.core.watermarks import ask_until_valid, watermark_problem
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError, ReaderUnavailableError
-from airflow_kafka_stream.spark.consumer_cache import CONSUMERS, CacheKey
-from airflow_kafka_stream.spark.native_reader import NativePartition, native_module, native_unavailable_reason
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.partition_polls import HEADERS_TYPE, ConfluentPartition, PartitionPolls
-from airflow_kafka_stream.spark.source_options import SourceOptions
+from airflow_kafka_stream.source.consumer_cache import CONSUMERS, CacheKey
+from airflow_kafka_stream.source.native_reader import NativePartition, native_module, native_unavailable_reason
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.partition_polls import HEADERS_TYPE, ConfluentPartition, PartitionPolls
+from airflow_kafka_stream.source.source_options import SourceOptions
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,17 @@ import pyarrow as pa
 
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.watermarks import watermark_problem
-from airflow_kafka_stream.spark.arrow_rows import (
+from airflow_kafka_stream.source.arrow_rows import (
     PartitionRead,
     arrow_schema,
     consumer_config,
     open_partition,
     read_polls,
 )
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.partition_polls import PartitionPolls
-from airflow_kafka_stream.spark.source_options import SUBSCRIBE_PATTERN, SourceOptions
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.partition_polls import PartitionPolls
+from airflow_kafka_stream.source.source_options import SourceOptions
+from airflow_kafka_stream.source.subscription import SUBSCRIBE_PATTERN
 
 log = logging.getLogger(__name__)
 

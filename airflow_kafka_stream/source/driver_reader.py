@@ -34,10 +34,10 @@ from pyspark.sql.datasource_internal import _SimpleStreamReaderWrapper
 from pyspark.sql.streaming.datasource import ReadLimit
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.driver_consumers import DriverConsumers
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.read_placement import ReadPlacement
-from airflow_kafka_stream.spark.source import KafkaRange, KafkaStreamReader, parse_offsets
+from airflow_kafka_stream.source.driver_consumers import DriverConsumers
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.read_placement import ReadPlacement
+from airflow_kafka_stream.source.source import KafkaRange, KafkaStreamReader, parse_offsets
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.partition_polls import Polled
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.partition_polls import Polled
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,9 @@ def native_module() -> ModuleType | None:
 @cache
 def _bind() -> tuple[ModuleType | None, str | None]:
     try:
-        from airflow_kafka_stream.spark import _kafka_arrow
+        from airflow_kafka_stream.source import _kafka_arrow
     except ImportError as exc:
-        return _unavailable(f"the extension airflow_kafka_stream.spark._kafka_arrow is not importable ({exc})")
+        return _unavailable(f"the extension airflow_kafka_stream.source._kafka_arrow is not importable ({exc})")
     path = librdkafka_path()
     if path is None:
         return _unavailable("librdkafka was found neither in the confluent-kafka wheel nor on the system")

@@ -16,7 +16,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
 
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_kafka_stream.spark.source_options import READ_AUTO, READ_ON_DRIVER, READ_ON_EXECUTORS, SourceOptions
+from airflow_kafka_stream.source.source_options import READ_AUTO, READ_ON_DRIVER, READ_ON_EXECUTORS, SourceOptions
 
 MIB = 1024 * 1024
 

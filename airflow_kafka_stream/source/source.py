@@ -8,7 +8,7 @@ Use it like ``format("kafka")``::
         .option("startingOffsets", "earliest")
         .load()
 
-Options are documented in :mod:`airflow_kafka_stream.spark.source_options`. Offsets in the
+Options are documented in :mod:`airflow_kafka_stream.source.source_options`. Offsets in the
 checkpoint have the JVM connector's shape and text (``{"topic":{"0":23}}``, next offset to
 read; see :mod:`.offsets_text`), so checkpoint tools work on either. The start options resolve to real offsets in
 ``initialOffset``; a query restarted from its checkpoint never calls it.
@@ -24,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -42,30 +41,27 @@ from pyspark.sql.types import (
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.spark import arrow_rows, offsets_text
-from airflow_kafka_stream.spark.native_reader import native_unavailable_reason
-from airflow_kafka_stream.spark.offset_ranges import (
+from airflow_kafka_stream.source import arrow_rows, offsets_text
+from airflow_kafka_stream.source.control_files import stop_requested, write_drained, write_start_offsets
+from airflow_kafka_stream.source.native_reader import native_unavailable_reason
+from airflow_kafka_stream.source.offset_ranges import (
     OffsetRange,
     find_lost_offsets,
     group_ranges,
     plan_ranges,
     rate_limit,
 )
-from airflow_kafka_stream.spark.read_placement import ReadPlacement, read_placement
-from airflow_kafka_stream.spark.source_options import (
+from airflow_kafka_stream.source.read_placement import ReadPlacement, read_placement
+from airflow_kafka_stream.source.source_options import READ_AUTO, READ_ON_EXECUTORS, SourceOptions, parse_source_options
+from airflow_kafka_stream.source.subscription import (
     ASSIGN,
-    READ_AUTO,
-    READ_ON_EXECUTORS,
     START_EARLIEST,
     START_GROUP,
     START_LATEST,
     START_OFFSETS,
     START_TIMESTAMP,
     SUBSCRIBE_PATTERN,
-    SourceOptions,
-    parse_source_options,
 )
-from airflow_kafka_stream.storage.files import storage_options_from_env, url_to_fs, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +112,7 @@ class KafkaStreamDataSource(DataSource):
         placement = placement_of(self.parsed)
         if placement.mode == READ_ON_EXECUTORS:
             return planner
-        from airflow_kafka_stream.spark.driver_reader import KafkaDriverReader
+        from airflow_kafka_stream.source.driver_reader import KafkaDriverReader
 
         return KafkaDriverReader(planner, placement)
 
@@ -172,8 +168,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = self._resolve_start(partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
         if self.options.start_offsets_path:
-            record = {"offsets": to_nested(start), "starting": self.options.starting.kind, "at": _now()}
-            _write_atomically(self.options.start_offsets_path, json.dumps(record).encode())
+            write_start_offsets(self.options.start_offsets_path, to_nested(start), self.options.starting.kind)
         return to_nested(start)
 
     def _resolve_start(
@@ -234,9 +229,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._pace_idle_looks()
-        if self._stop_requested():
+        if stop_requested(self.options.drain_path):
             if self._drained_at != start:  # once per position: the check repeats every trigger
-                self._write_drained(start)
+                write_drained(self.options.drain_path, start)
                 self._drained_at = start
             self._idle_since = time.monotonic()
             return start
@@ -371,19 +366,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 effective[lost.tp] = lost.resume_at
         return effective
 
-    # -- graceful stop ----------------------------------------------------------------------
-
-    def _stop_requested(self) -> bool:
-        if not self.options.drain_path:
-            return False
-        fs, root = _filesystem(self.options.drain_path)
-        return fs.exists(f"{root}/stop")
-
-    def _write_drained(self, start: dict) -> None:
-        body = json.dumps({"offsets": start, "at": _now()}).encode()
-        _write_atomically(f"{(self.options.drain_path or '').rstrip('/')}/drained.json", body)
-        log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
-
 
 def _require_all(partitions: list[TopicPartition], given: Mapping[TopicPartition, int], option: str) -> None:
     missing = [tp for tp in partitions if tp not in given]
@@ -398,27 +380,3 @@ def _require_all(partitions: list[TopicPartition], given: Mapping[TopicPartition
             f"option {option} must give every partition the query reads: {'; '.join(problems)} "
             "(use -2 for earliest, -1 for latest in startingOffsets)"
         )
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-def _write_atomically(url: str, body: bytes) -> None:
-    """Readers see the old file or the whole new one (see storage.files.write_atomic)."""
-    fs, path = url_to_fs(url, storage_options_from_env())
-    write_atomic(fs, path, body)
-
-
-_FILESYSTEMS: dict[str, tuple] = {}
-
-
-def _filesystem(url: str):
-    """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger).
-
-    Opened with the job home's storage options when the driver got them from a submit: this runs in the
-    Python process Spark starts on the driver, which inherits the driver's environment.
-    """
-    if url not in _FILESYSTEMS:
-        _FILESYSTEMS[url] = url_to_fs(url, storage_options_from_env())
-    return _FILESYSTEMS[url]

@@ -79,25 +79,20 @@ How to read:
 from __future__ import annotations
 
 import difflib
-import json
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, parse_offsets_json
-from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError
-
-SUBSCRIBE = "subscribe"
-SUBSCRIBE_PATTERN = "subscribePattern"
-ASSIGN = "assign"
-
-# Start position kinds.
-START_EARLIEST = "earliest"
-START_LATEST = "latest"
-START_GROUP = "group"
-START_OFFSETS = "offsets"
-START_TIMESTAMP = "timestamp"
-START_TIMESTAMPS = "timestamps"
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.source.option_values import boolean, non_negative_int, positive_int, text
+from airflow_kafka_stream.source.subscription import (
+    ASSIGN,
+    SUBSCRIBE,
+    SUBSCRIBE_PATTERN,
+    StartingPosition,
+    Subscription,
+    parse_starting,
+    parse_subscription,
+)
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_CACHE_TIMEOUT_MS = 300_000
@@ -170,42 +165,6 @@ _LOWER = {name.lower(): name for name in (*KNOWN_OPTIONS, *IGNORED_SPARK_OPTIONS
 
 
 @dataclass(frozen=True)
-class Subscription:
-    """Which partitions the query reads: a topic list, a pattern, or fixed partitions."""
-
-    kind: str
-    topics: tuple[str, ...] = ()
-    pattern: str | None = None
-    partitions: tuple[TopicPartition, ...] = ()
-
-    def describe(self) -> str:
-        if self.kind == SUBSCRIBE:
-            return f"subscribe={','.join(self.topics)}"
-        if self.kind == SUBSCRIBE_PATTERN:
-            return f"subscribePattern={self.pattern}"
-        return f"assign={', '.join(map(str, self.partitions))}"
-
-    def covers_topic(self, topic: str) -> bool:
-        if self.kind == SUBSCRIBE:
-            return topic in self.topics
-        if self.kind == SUBSCRIBE_PATTERN:
-            return re.fullmatch(self.pattern or "", topic) is not None
-        return any(tp.topic == topic for tp in self.partitions)
-
-
-@dataclass(frozen=True)
-class StartingPosition:
-    """Where a fresh query starts; ``offsets``/``timestamps`` hold the per-partition forms."""
-
-    kind: str
-    offsets: PartitionOffsets = field(default_factory=dict)
-    timestamp: int | None = None
-    timestamps: PartitionOffsets = field(default_factory=dict)
-    group_fallback: int = EARLIEST
-    timestamp_strategy: str = "error"
-
-
-@dataclass(frozen=True)
 class SourceOptions:
     """The validated options of one ``kafka_stream`` query."""
 
@@ -242,48 +201,48 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     opts = {str(key).lower(): value for key, value in options.items()}
     kafka = _kafka_options(opts)
     _refuse_unknown(opts)
-    subscription = _subscription(opts)
-    group_id = _text(opts, "groupId") or kafka.get("group.id")
-    starting = _starting(opts, subscription, group_id)
+    subscription = parse_subscription(opts)
+    group_id = text(opts, "groupId") or kafka.get("group.id")
+    starting = parse_starting(opts, subscription, group_id)
     read_mode = _read_mode(opts)
     return SourceOptions(
         subscription=subscription,
         starting=starting,
         kafka=kafka,
-        max_offsets_per_trigger=_positive_int(opts, "maxOffsetsPerTrigger"),
-        min_partitions=_positive_int(opts, "minPartitions"),
-        max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
-        min_records_per_task=_positive_int(opts, "minRecordsPerTask") or DEFAULT_MIN_RECORDS_PER_TASK,
-        fail_on_data_loss=_boolean(opts, "failOnDataLoss", True),
-        include_headers=_boolean(opts, "includeHeaders", False),
-        drain_path=_text(opts, "drainPath"),
-        start_offsets_path=_text(opts, "startOffsetsPath"),
+        max_offsets_per_trigger=positive_int(opts, "maxOffsetsPerTrigger"),
+        min_partitions=positive_int(opts, "minPartitions"),
+        max_records_per_partition=positive_int(opts, "maxRecordsPerPartition"),
+        min_records_per_task=positive_int(opts, "minRecordsPerTask") or DEFAULT_MIN_RECORDS_PER_TASK,
+        fail_on_data_loss=boolean(opts, "failOnDataLoss", True),
+        include_headers=boolean(opts, "includeHeaders", False),
+        drain_path=text(opts, "drainPath"),
+        start_offsets_path=text(opts, "startOffsetsPath"),
         group_id=group_id,
-        poll_timeout_ms=_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
-        native_reader=_boolean(opts, "kafkaConsumer.nativeReader", True),
-        consumer_cache=_boolean(opts, "kafkaConsumer.cache", False),
-        cache_timeout_ms=_positive_int(opts, "kafkaConsumer.cacheTimeoutMs") or DEFAULT_CACHE_TIMEOUT_MS,
-        allow_python_fallback=_boolean(opts, "kafkaConsumer.allowPythonFallback", False),
-        idle_poll_interval_ms=_non_negative_int(opts, "idlePollIntervalMs", DEFAULT_IDLE_POLL_INTERVAL_MS),
+        poll_timeout_ms=positive_int(opts, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+        native_reader=boolean(opts, "kafkaConsumer.nativeReader", True),
+        consumer_cache=boolean(opts, "kafkaConsumer.cache", False),
+        cache_timeout_ms=positive_int(opts, "kafkaConsumer.cacheTimeoutMs") or DEFAULT_CACHE_TIMEOUT_MS,
+        allow_python_fallback=boolean(opts, "kafkaConsumer.allowPythonFallback", False),
+        idle_poll_interval_ms=non_negative_int(opts, "idlePollIntervalMs", DEFAULT_IDLE_POLL_INTERVAL_MS),
         read_mode=read_mode,
-        driver_read_max_records=_positive_int(opts, "driverReadMaxRecords") or DEFAULT_DRIVER_READ_MAX_RECORDS,
-        driver_read_max_bytes=_positive_int(opts, "driverReadMaxBytes") or DEFAULT_DRIVER_READ_MAX_BYTES,
+        driver_read_max_records=positive_int(opts, "driverReadMaxRecords") or DEFAULT_DRIVER_READ_MAX_RECORDS,
+        driver_read_max_bytes=positive_int(opts, "driverReadMaxBytes") or DEFAULT_DRIVER_READ_MAX_BYTES,
     )
 
 
 def _read_mode(opts: Mapping[str, str]) -> str:
     """``readMode``, with the options a driver read cannot honour refused (a driver read is one task's worth)."""
-    mode = (_text(opts, "readMode") or READ_AUTO).lower()
+    mode = (text(opts, "readMode") or READ_AUTO).lower()
     if mode not in READ_MODES:
         raise InvalidInputError(f"option readMode must be auto, driver or executors, got {mode!r}")
     if mode != READ_ON_DRIVER:
         return mode
-    if _positive_int(opts, "maxOffsetsPerTrigger") is None:
+    if positive_int(opts, "maxOffsetsPerTrigger") is None:
         raise InvalidInputError(
             "option readMode=driver reads every batch into the driver's memory, so it needs a bound on the batch: "
             "set maxOffsetsPerTrigger (e.g. 10000), or use readMode=executors for large batches"
         )
-    spread = [name for name in ("minPartitions", "maxRecordsPerPartition") if _text(opts, name) is not None]
+    spread = [name for name in ("minPartitions", "maxRecordsPerPartition") if text(opts, name) is not None]
     if spread:
         raise InvalidInputError(
             f"option readMode=driver reads each batch in one process, so {' and '.join(spread)} cannot apply; "
@@ -317,179 +276,3 @@ def _refuse_unknown(opts: Mapping[str, str]) -> None:
             raise InvalidInputError(
                 f"unknown option {key!r}: Kafka client settings need the prefix 'kafka.' (kafka.{key})"
             )
-
-
-def _text(opts: Mapping[str, str], name: str) -> str | None:
-    value = opts.get(name.lower())
-    if value is None:
-        return None
-    value = str(value).strip()
-    return value or None
-
-
-def _non_negative_int(opts: Mapping[str, str], name: str, default: int) -> int:
-    number = _whole_number(opts, name, 0, "a whole number of 0 or more")
-    return default if number is None else number
-
-
-def _positive_int(opts: Mapping[str, str], name: str) -> int | None:
-    return _whole_number(opts, name, 1, "a positive integer")
-
-
-def _whole_number(opts: Mapping[str, str], name: str, minimum: int, wording: str) -> int | None:
-    """The option as an int of at least ``minimum``; None when it is not given."""
-    value = _text(opts, name)
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        number = minimum - 1
-    if number < minimum:
-        raise InvalidInputError(f"option {name} must be {wording}, got {value!r}")
-    return number
-
-
-def _boolean(opts: Mapping[str, str], name: str, default: bool) -> bool:
-    value = _text(opts, name)
-    if value is None:
-        return default
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise InvalidInputError(f"option {name} must be true or false, got {value!r}")
-
-
-def _subscription(opts: Mapping[str, str]) -> Subscription:
-    given = [name for name in (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN) if _text(opts, name) is not None]
-    if len(given) != 1:
-        found = f"got {', '.join(given)}" if given else "got none"
-        raise InvalidInputError(
-            f"exactly one of the options subscribe, subscribePattern and assign must be set ({found}); "
-            'e.g. .option("subscribe", "orders,payments")'
-        )
-    kind = given[0]
-    value = _text(opts, kind) or ""
-    if kind == SUBSCRIBE:
-        topics = tuple(sorted({t.strip() for t in value.split(",") if t.strip()}))
-        if not topics:
-            raise InvalidInputError(f"option subscribe must list topic names separated by commas, got {value!r}")
-        return Subscription(SUBSCRIBE, topics=topics)
-    if kind == SUBSCRIBE_PATTERN:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise InvalidInputError(
-                f"option subscribePattern {value!r} is not a valid regular expression: {exc}"
-            ) from exc
-        return Subscription(SUBSCRIBE_PATTERN, pattern=value)
-    return Subscription(ASSIGN, partitions=_assignment(value))
-
-
-def _assignment(value: str) -> tuple[TopicPartition, ...]:
-    example = 'e.g. {"orders": [0, 1], "payments": [0]}'
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"option assign is not valid JSON ({exc.msg}): {value!r}; {example}") from exc
-    if not isinstance(data, dict) or not data:
-        raise InvalidInputError(
-            f"option assign must be a JSON object of topic to partition list, got {value!r}; {example}"
-        )
-    partitions = set()
-    for topic, parts in data.items():
-        if not isinstance(parts, list) or not parts or not all(_is_count(p) for p in parts):
-            raise InvalidInputError(
-                f"option assign: partitions of topic {topic!r} must be a non-empty list of integers >= 0, got {parts!r}"
-            )
-        partitions.update(TopicPartition(topic, p) for p in parts)
-    return tuple(sorted(partitions))
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _starting(opts: Mapping[str, str], subscription: Subscription, group_id: str | None) -> StartingPosition:
-    strategy = (_text(opts, "startingOffsetsByTimestampStrategy") or "error").lower()
-    if strategy not in ("error", "latest"):
-        raise InvalidInputError(f"option startingOffsetsByTimestampStrategy must be error or latest, got {strategy!r}")
-    fallback_text = (_text(opts, "startingOffsetsGroupFallback") or "earliest").lower()
-    if fallback_text not in ("earliest", "latest"):
-        raise InvalidInputError(
-            f"option startingOffsetsGroupFallback must be earliest or latest, got {fallback_text!r}"
-        )
-    fallback = EARLIEST if fallback_text == "earliest" else LATEST
-
-    timestamp = _text(opts, "startingTimestamp")
-    if timestamp is not None:
-        return StartingPosition(
-            START_TIMESTAMP, timestamp=_millis("startingTimestamp", timestamp), timestamp_strategy=strategy
-        )
-    by_timestamp = _text(opts, "startingOffsetsByTimestamp")
-    if by_timestamp is not None:
-        stamps = _partition_json("startingOffsetsByTimestamp", by_timestamp, subscription, allow_special=False)
-        return StartingPosition(START_TIMESTAMPS, timestamps=stamps, timestamp_strategy=strategy)
-    starting = _text(opts, "startingOffsets") or "latest"
-    if starting.lower() == "earliest":
-        return StartingPosition(START_EARLIEST)
-    if starting.lower() == "latest":
-        return StartingPosition(START_LATEST)
-    if starting.lower() == "group":
-        if not group_id:
-            raise InvalidInputError(
-                "startingOffsets=group needs a consumer group: set the option groupId or kafka.group.id"
-            )
-        return StartingPosition(START_GROUP, group_fallback=fallback)
-    if not starting.startswith("{"):
-        raise InvalidInputError(
-            f"option startingOffsets must be earliest, latest, group or JSON like "
-            f'{{"topic": {{"0": 23, "1": -2}}}}, got {starting!r}'
-        )
-    return StartingPosition(
-        START_OFFSETS, offsets=_partition_json("startingOffsets", starting, subscription, allow_special=True)
-    )
-
-
-def _millis(name: str, value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise InvalidInputError(
-            f"option {name} must be epoch milliseconds (an integer like 1700000000000, which carries no time "
-            f"zone ambiguity), got {value!r}"
-        )
-    return number
-
-
-def _partition_json(name: str, text: str, subscription: Subscription, allow_special: bool) -> PartitionOffsets:
-    try:
-        values = parse_offsets_json(text, allow_special=allow_special)
-    except CheckpointFormatError as exc:
-        raise InvalidInputError(f"option {name}: {exc}") from exc
-    if not values:
-        raise InvalidInputError(f'option {name} names no partition; give e.g. {{"topic": {{"0": 23}}}}')
-    stray = sorted({tp.topic for tp in values if not subscription.covers_topic(tp.topic)})
-    if stray:
-        raise InvalidInputError(
-            f"option {name} names topic(s) {', '.join(stray)} that {subscription.describe()} does not read; "
-            "remove them or fix the subscription"
-        )
-    if subscription.kind == ASSIGN:
-        assigned = set(subscription.partitions)
-        missing = sorted(assigned - set(values))
-        extra = sorted(set(values) - assigned)
-        if missing or extra:
-            raise InvalidInputError(
-                f"option {name} must name exactly the assigned partitions: "
-                + "; ".join(
-                    part
-                    for part in (
-                        f"missing {', '.join(map(str, missing))}" if missing else "",
-                        f"not assigned {', '.join(map(str, extra))}" if extra else "",
-                    )
-                    if part
-                )
-            )
-    return values

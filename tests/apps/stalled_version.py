@@ -10,7 +10,7 @@ import time
 
 from airflow_kafka_stream.jobs.example_pipeline import parse_args, spark_session
 from airflow_kafka_stream.ops.submit import client_config_from_env
-from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,7 +82,7 @@ def build(root: Path, kinds: tuple[str, ...] = STATEFUL, spark=None) -> None:
     """Write each kind's checkpoint: :data:`FILES` batches, the queries running side by side."""
     own = spark is None
     if own:
-        from airflow_kafka_stream.spark.session import local_session
+        from airflow_kafka_stream.runtime.session import local_session
 
         spark = local_session("stateful-checkpoints", cores="2", extra=BUILD_CONF)
     try:

@@ -17,9 +17,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from airflow_kafka_stream.spark.arrow_rows import read_range
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source.arrow_rows import read_range
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.source_options import parse_source_options
 from tests.integration.cli_helpers import cli_subprocess
 from tests.integration.test_exactly_once import Pipeline, pipelines, sink_rows  # noqa: F401 - a fixture
 from tests.integration.test_source_reading import stream

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_stream.spark.native_reader import BOUND_MARKER
+from airflow_kafka_stream.source.native_reader import BOUND_MARKER
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.test_airflow_submit import _stop, drivers_of

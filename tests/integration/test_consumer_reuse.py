@@ -8,10 +8,10 @@ import time
 import pytest
 
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.spark import arrow_rows
-from airflow_kafka_stream.spark.consumer_cache import CONSUMERS, CacheStats
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source import arrow_rows
+from airflow_kafka_stream.source.consumer_cache import CONSUMERS, CacheStats
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.source_options import parse_source_options
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from airflow_kafka_stream.spark.dead_letter import (
+from airflow_kafka_stream.runtime.dead_letter import (
     DeadLetterSink,
     KafkaDeadLetters,
     parse_json_values,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.driver_consumers import MAX_KEPT, DriverConsumers
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source.driver_consumers import MAX_KEPT, DriverConsumers
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.source_options import parse_source_options
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
@@ -72,7 +72,7 @@ def test_a_refused_batch_keeps_nothing_and_a_pattern_query_keeps_no_consumer(kaf
 
 
 def test_at_most_max_kept_consumers_live(kafka_bootstrap, topic, monkeypatch):
-    monkeypatch.setattr("airflow_kafka_stream.spark.driver_consumers.MAX_KEPT", 1)
+    monkeypatch.setattr("airflow_kafka_stream.source.driver_consumers.MAX_KEPT", 1)
     kept = consumers(kafka_bootstrap, topic)
     try:
         kept.read(OffsetRange(topic, 0, 0, 10), lambda _b: True)

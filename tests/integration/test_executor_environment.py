@@ -21,11 +21,11 @@ def test_the_archive_runs_the_c_reader_without_airflow(executor_environment, tmp
         archive.extractall(tmp_path, filter="tar")
     assert python.issym() and python.linkname == base_interpreter(), "the same interpreter path on every node"
     site = "lib/python3.11/site-packages"
-    assert any(n.startswith(f"{site}/airflow_kafka_stream/spark/_kafka_arrow") and n.endswith(".so") for n in names)
+    assert any(n.startswith(f"{site}/airflow_kafka_stream/source/_kafka_arrow") and n.endswith(".so") for n in names)
     assert not any(n.startswith((f"{site}/airflow/", f"{site}/pyspark/jars/")) for n in names), \
         "Airflow and Spark's jars stay out: executors never import the one and each node has the other"
-    probe = ("import sys, airflow_kafka_stream.spark.source\n"
-             "from airflow_kafka_stream.spark.native_reader import native_module, native_unavailable_reason\n"
+    probe = ("import sys, airflow_kafka_stream.source.source\n"
+             "from airflow_kafka_stream.source.native_reader import native_module, native_unavailable_reason\n"
              "assert native_module() is not None, native_unavailable_reason()\n"
              "try:\n    import airflow\nexcept ImportError:\n    print('no airflow', sys.prefix)\n")
     done = subprocess.run([str(tmp_path / "bin" / "python"), "-c", probe], capture_output=True, text=True,

@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka import Producer
 
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, ReaderUnavailableError
-from airflow_kafka_stream.spark import arrow_rows, native_reader
-from airflow_kafka_stream.spark.native_reader import NativePartition
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.partition_polls import ConfluentPartition
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source import arrow_rows, native_reader
+from airflow_kafka_stream.source.native_reader import NativePartition
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.partition_polls import ConfluentPartition
+from airflow_kafka_stream.source.source_options import parse_source_options
 from tests.kafka_utils import create_topic, unique, watermarks
 
 pytestmark = pytest.mark.integration

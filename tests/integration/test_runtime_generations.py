@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import read_status
 from tests.kafka_utils import committed, create_topic, produce, unique
@@ -70,9 +70,9 @@ def test_a_driver_does_not_start_while_a_control_operation_holds_the_job(spark, 
     """A reset or restore in progress owns the checkpoint: the driver refuses instead of racing it (after
     waiting out START_LOCK_WAIT_SECONDS, here shortened)."""
     from airflow_kafka_stream.errors import JobStateError
-    from airflow_kafka_stream.spark import runtime as runtime_module
+    from airflow_kafka_stream.runtime import takeover
 
-    monkeypatch.setattr(runtime_module, "START_LOCK_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(takeover, "START_LOCK_WAIT_SECONDS", 0.5)
 
     topic = create_topic(kafka_bootstrap, unique("locked"), 1)
     home = str(tmp_path / "home")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.group_committer import GroupCommitter, KafkaGroupCommit
+from airflow_kafka_stream.runtime.group_committer import GroupCommitter, KafkaGroupCommit
 from tests.kafka_utils import committed, create_topic, produce, unique
 
 pytestmark = pytest.mark.integration

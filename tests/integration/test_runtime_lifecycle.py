@@ -16,8 +16,7 @@ from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops import savepoints
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.stop import stop_job
-from airflow_kafka_stream.spark import runtime as runtime_module
-from airflow_kafka_stream.spark.runtime import StreamConfig, StreamRuntime, run_stream
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, run_stream, takeover
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import read_status
 from tests.integration.cli_helpers import cli, commit_group
@@ -129,14 +128,14 @@ def test_a_failure_while_building_ends_failed_and_a_refused_start_is_retried(spa
     topic = create_topic(kafka_bootstrap, unique("life-build"), 1)
     home = str(tmp_path / "home")
     runtime = StreamRuntime(spark, home, config_for(kafka_bootstrap, topic))
-    monkeypatch.setattr(runtime_module, "START_LOCK_WAIT_SECONDS", 0.5)
+    monkeypatch.setattr(takeover, "START_LOCK_WAIT_SECONDS", 0.5)
     with JobHome(home).lock("reset", holder="operator@console"):
         with pytest.raises(JobStateError, match="operator@console"):
             runtime.read_stream()
     assert read_status(home) is None, "a refused start wrote nothing"
     # The retry does the work that the refusal skipped: it picks a generation and starts the heartbeat. A brief
     # holder of the lock (an upgrade writing a standby's go holds it) is waited for, not a reason to fail.
-    monkeypatch.setattr(runtime_module, "START_LOCK_WAIT_SECONDS", 10.0)
+    monkeypatch.setattr(takeover, "START_LOCK_WAIT_SECONDS", 10.0)
     brief = JobHome(home).lock("standby-go", holder="upgrade@airflow")
     brief.__enter__()
     threading.Timer(1.0, brief.__exit__, (None, None, None)).start()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_kafka_stream.spark.runtime import checkpoint_position
+from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.storage.files import STORAGE_OPTIONS_ENV
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import read_status
@@ -99,7 +99,9 @@ def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
 
     status = run_to_the_end().status()
     assert status["checkpoint"].startswith(url), status["checkpoint"]  # the fsspec name, as the control plane has it
-    batch, offsets, in_flight = checkpoint_position(status["checkpoint"], options)  # what Spark wrote, read from S3
+    position = read_position(status["checkpoint"], options)  # what Spark wrote, read from S3
+    batch, offsets, in_flight = position.batch_id, position.committed_kafka_offsets(), (
+        position.in_flight_batch_id is not None)
     assert {tp.topic: {} for tp in offsets} == {topic: {}} and not in_flight
     assert {topic: {str(tp.partition): o for tp, o in offsets.items()}} == ends() == group_offsets(
         kafka_bootstrap, group, topic)
@@ -111,5 +113,5 @@ def test_a_job_home_on_s3_through_spark_then_the_control_plane_then_a_resume(
     produce(kafka_bootstrap, topic, events(40, 20))
     run_to_the_end()
     assert_exactly_once(sink_rows(tmp_path / "out"), {f"e{i}" for i in range(60)})
-    resumed, _, _ = checkpoint_position(status["checkpoint"], options)
+    resumed = read_position(status["checkpoint"], options).batch_id
     assert resumed > batch  # the same S3 checkpoint went on: no new generation, no replay from the start

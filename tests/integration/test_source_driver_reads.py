@@ -151,8 +151,8 @@ def test_a_query_with_a_driver_read_and_an_executor_read_source(spark, kafka_boo
 def test_the_driver_lets_go_of_each_batch_once_spark_takes_it(kafka_bootstrap, topic):
     """The driver holds a batch it read only until Spark takes its records; a batch planned and never run
     (a stopped query) goes at the next commit, and never more than MAX_PREFETCHED are held."""
-    from airflow_kafka_stream.spark.offsets_text import OffsetsJson
-    from airflow_kafka_stream.spark.source import KafkaStreamDataSource
+    from airflow_kafka_stream.source.offsets_text import OffsetsJson
+    from airflow_kafka_stream.source.source import KafkaStreamDataSource
 
     reader = KafkaStreamDataSource({"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
                                     "startingOffsets": "earliest", "maxOffsetsPerTrigger": "2"}).streamReader(None)
@@ -167,7 +167,7 @@ def test_the_driver_lets_go_of_each_batch_once_spark_takes_it(kafka_bootstrap, t
 def planned_and_taken(reader, kafka_bootstrap: str, topic: str, as_spark) -> None:
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    from airflow_kafka_stream.spark.driver_reader import MAX_PREFETCHED
+    from airflow_kafka_stream.source.driver_reader import MAX_PREFETCHED
 
     start = as_spark(reader.initialOffset())
     read = 0

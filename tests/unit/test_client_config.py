@@ -61,7 +61,7 @@ def test_accepted(config):
 
 
 def test_the_job_runtime_refuses_the_same_settings_at_start():
-    from airflow_kafka_stream.spark.runtime import StreamConfig
+    from airflow_kafka_stream.runtime import StreamConfig
 
     config = StreamConfig(job_name="orders", bootstrap_servers="broker:9092", group_id="orders", topics=["orders"],
                           kafka_options={"sasl.jaas.config": JAAS})

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from airflow_kafka_stream.spark.consumer_cache import CacheKey, CacheStats, ConsumerCache
+from airflow_kafka_stream.source.consumer_cache import CacheKey, CacheStats, ConsumerCache
 
 
 class Stub:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.group_committer import GroupCommitter
+from airflow_kafka_stream.runtime.group_committer import GroupCommitter
 
 TP0 = TopicPartition("events", 0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.lag_sampler import LagSampler, records_waiting
+from airflow_kafka_stream.runtime.lag_sampler import LagSampler, records_waiting
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

@@ -1,4 +1,4 @@
-"""The codec PySpark's streaming source runner uses for this source's offsets (see spark/offsets_text.py).
+"""The codec PySpark's streaming source runner uses for this source's offsets (see source/offsets_text.py).
 Stored offsets are checked byte for byte against real Spark in tests/integration/test_offsets_text.py."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from airflow_kafka_stream.spark import offsets_text
-from airflow_kafka_stream.spark.offsets_text import OffsetsJson
+from airflow_kafka_stream.source import offsets_text
+from airflow_kafka_stream.source.offsets_text import OffsetsJson
 
 SPACED = '{"orders": {"0": 23, "1": 31}}'
 

@@ -69,12 +69,52 @@ def test_provider_info_lists_modules_that_import():
         assert (root / guide).is_file(), guide
 
 
-def test_ops_and_spark_do_not_import_each_other_both_ways():
-    """ops/ (the operation API) never imports spark/ (the driver side), which imports ops for its history."""
-    for path in (Path(airflow_kafka_stream.__file__).parent / "ops").glob("*.py"):
-        tree = ast.parse(path.read_text())
-        names = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
-        assert not [n for n in names if n.startswith("airflow_kafka_stream.spark")], path.name
+PACKAGE = Path(airflow_kafka_stream.__file__).parent
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module a file imports, at its top or inside a function (``from . import x`` counts as ``.x``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            found.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _offending(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [f"{package}/{path.name} imports {name}" for path in sorted((PACKAGE / package).glob("*.py"))
+            for name in _imports(path) if name in forbidden or name.startswith(tuple(f"{f}." for f in forbidden))]
+
+
+def test_ops_does_not_import_the_source_or_the_runtime():
+    """ops/ (the operation API) never imports the driver side, which is started by it, not called."""
+    assert not _offending("ops", ("airflow_kafka_stream.source", "airflow_kafka_stream.runtime",
+                                  "airflow_kafka_stream.spark"))
+
+
+ABOVE_THE_DRIVER = tuple(f"airflow_kafka_stream.{layer}" for layer in
+                         ("ops", "operators", "hooks", "triggers", "sensors", "plugins", "cli")) + ("airflow",)
+
+
+def test_the_source_imports_neither_the_runtime_nor_the_control_plane():
+    """What ships to executors needs nothing of the driver runtime, the control plane or Airflow."""
+    assert not _offending("source", ("airflow_kafka_stream.runtime", "airflow_kafka_stream.spark",
+                                     *ABOVE_THE_DRIVER))
+
+
+def test_the_runtime_does_not_import_the_control_plane():
+    """The driver runtime sits below ops (it records its start through storage.operation) and Airflow."""
+    assert not _offending("runtime", ("airflow_kafka_stream.spark", *ABOVE_THE_DRIVER))
+
+
+@pytest.mark.parametrize("package", ["source", "runtime"])
+def test_source_and_runtime_modules_stay_small(package):
+    """Each module holds one job: none above 400 lines."""
+    sizes = {path.name: len(path.read_text().splitlines()) for path in (PACKAGE / package).glob("*.py")}
+    assert not {name: lines for name, lines in sizes.items() if lines > 400}
 
 
 def test_provider_info_follows_airflows_schema_and_declares_its_settings():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.spark.runtime import _BatchListener, progress_from_json
+from airflow_kafka_stream.runtime.listener import BatchListener
+from airflow_kafka_stream.runtime.progress import progress_from_json
 
 #: The shape of StreamingQueryProgress.json in Spark 4.2; NaN rates are left out, as Spark does.
 PROGRESS = {
@@ -41,7 +42,7 @@ def test_progress_fields_the_runtime_uses():
 
 def test_only_executed_batches_of_the_query_reach_the_runtime():
     seen: list = []
-    listener = _BatchListener(seen.append)
+    listener = BatchListener(seen.append)
     listener.query_id = PROGRESS["id"]
     listener.on_progress_json(json.dumps(PROGRESS))
     listener.on_progress_json(json.dumps({**PROGRESS, "id": "another-query"}))

@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import KafkaError
 
 from airflow_kafka_stream.errors import DataLossError, KafkaAccessError
-from airflow_kafka_stream.spark import arrow_rows
-from airflow_kafka_stream.spark.offset_ranges import OffsetRange
-from airflow_kafka_stream.spark.partition_polls import Polled
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source import arrow_rows
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.partition_polls import Polled
+from airflow_kafka_stream.source.source_options import parse_source_options
 
 RANGE = OffsetRange("t", 0, 10, 20)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_kafka_stream.spark.read_placement import read_placement
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source.read_placement import read_placement
+from airflow_kafka_stream.source.source_options import parse_source_options
 
 BASE = {"kafka.bootstrap.servers": "b:9092", "subscribe": "orders"}
 

@@ -6,14 +6,15 @@ import pytest
 
 from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.spark.offset_ranges import (
+from airflow_kafka_stream.source.offset_ranges import (
     OffsetRange,
     find_lost_offsets,
     group_ranges,
     plan_ranges,
     rate_limit,
 )
-from airflow_kafka_stream.spark.source_options import (
+from airflow_kafka_stream.source.source_options import parse_source_options
+from airflow_kafka_stream.source.subscription import (
     ASSIGN,
     START_EARLIEST,
     START_GROUP,
@@ -23,7 +24,6 @@ from airflow_kafka_stream.spark.source_options import (
     START_TIMESTAMPS,
     SUBSCRIBE,
     SUBSCRIBE_PATTERN,
-    parse_source_options,
 )
 
 BOOT = {"kafka.bootstrap.servers": "b:9092"}
@@ -331,7 +331,7 @@ def test_arrow_batches_match_what_spark_expects(headers):
     """Spark refuses a batch whose Arrow schema differs in any detail (DATA_SOURCE_RETURN_SCHEMA_MISMATCH)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from airflow_kafka_stream.spark.arrow_rows import arrow_schema
-    from airflow_kafka_stream.spark.source import source_schema
+    from airflow_kafka_stream.source.arrow_rows import arrow_schema
+    from airflow_kafka_stream.source.source import source_schema
 
     assert arrow_schema(headers).equals(to_arrow_schema(source_schema(headers), timezone="UTC"))

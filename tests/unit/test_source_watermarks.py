@@ -14,8 +14,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.errors import KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.spark.source import KafkaStreamReader
-from airflow_kafka_stream.spark.source_options import parse_source_options
+from airflow_kafka_stream.source.source import KafkaStreamReader
+from airflow_kafka_stream.source.source_options import parse_source_options
 
 KIND = {"EarliestSpec": "low", "LatestSpec": "high", "TimestampSpec": "time"}
 

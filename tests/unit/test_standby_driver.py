@@ -12,7 +12,7 @@ import pytest
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.errors import JobStateError
-from airflow_kafka_stream.spark.standby import Standby
+from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
 
 

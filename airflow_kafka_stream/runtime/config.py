@@ -1,0 +1,101 @@
+"""What a job tells the runtime (:class:`StreamConfig`) and how its run ended (:class:`RunResult`).
+
+Plain data with its checks, apart from the runtime's machinery, so a job, a test or a tool can build
+and validate a configuration without starting anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_kafka_stream.core.sink import resolve_sink
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.clients import check_client_config
+
+SOURCE_FORMAT = "kafka_stream"
+EXIT_OK = 0
+EXIT_FAILED = 1
+
+
+@dataclass
+class StreamConfig:
+    """What the runtime needs to know about the job; secrets go in ``kafka_options`` only.
+
+    ``kafka_options`` are librdkafka settings without the ``kafka.`` prefix (they
+    reach the source as ``kafka.<name>`` and the group committer as they are);
+    ``source_options`` are further options of the ``kafka_stream`` source.
+    """
+
+    job_name: str
+    bootstrap_servers: str
+    group_id: str
+    topics: list[str] = field(default_factory=list)
+    subscribe_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    kafka_options: dict[str, Any] = field(default_factory=dict)
+    source_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    heartbeat_seconds: float = 5.0
+    #: How far the clocks of this driver and of the hosts reading its status (Airflow workers, triggerers, the
+    #: CLI) may be apart; every reader adds it before calling a heartbeat stale or a run older than a submit.
+    clock_skew_seconds: float = 0.0
+    stop_poll_seconds: float = 0.5
+    #: A drain taking longer than this is logged and flagged in the status (``drain_overdue``). The
+    #: runtime never cancels the batch on its own: whoever asked to stop withdraws or escalates to kill.
+    drain_timeout_seconds: float = 300.0
+    final_commit_timeout_seconds: float = 15.0
+    app_version: str | None = None
+    sink_path: str | None = None
+    #: "file" (Spark's file sink, the default for a sink_path) or "idempotent" (output replaced per batch id);
+    #: recorded in job.json, it decides what a reset or restore must keep whole (see core.sink).
+    sink_kind: str | None = None
+    #: A warm standby that gets no go within this long ends itself (its upgrade died or forgot it).
+    standby_max_wait_seconds: float = 3600.0
+
+    def validate(self) -> None:
+        if not self.job_name:
+            raise InvalidInputError("the job needs a name (StreamConfig.job_name); it appears in the status file")
+        if not self.bootstrap_servers:
+            raise InvalidInputError("bootstrap servers are required: set bootstrap_servers, e.g. host:9092")
+        if not self.group_id:
+            raise InvalidInputError("a consumer group is required for offset commits: set group_id")
+        if bool(self.topics) == bool(self.subscribe_pattern):
+            raise InvalidInputError("give exactly one of topics or subscribe_pattern")
+        if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
+            raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
+        if not self.clock_skew_seconds >= 0:
+            raise InvalidInputError(f"clock_skew_seconds must be 0 or more seconds, got {self.clock_skew_seconds!r}")
+        check_client_config(self.client_config())  # the same refusal the control plane gives
+        resolve_sink(None, self.sink_kind, self.sink_path)  # refuses an unknown kind or a file sink without path
+
+    def client_config(self) -> dict[str, Any]:
+        return {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: what the job prints on stop and what its exit code is."""
+
+    state: str
+    exit_code: int
+    batches: int
+    records: int
+    last_batch_id: int | None
+    last_offsets: dict | None
+    error: str | None = None
+    note: str | None = None
+
+    def summary(self) -> str:
+        text = (f"{self.state}: {self.batches} batches, {self.records} records this run; "
+                f"last committed batch {self.last_batch_id}, offsets {json.dumps(self.last_offsets)}")
+        if self.note:
+            text = f"{text}; {self.note}"
+        return f"{text}; error: {self.error}" if self.error else text
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,74 @@
+"""What the runtime hands Spark: the ``kafka_stream`` source's options and the checkpoint's Hadoop name.
+
+The job's configuration becomes the source's options (with the drain handshake and start-offsets
+paths in the job home), and the job home's fsspec URL and storage options become the name and the
+settings Spark's Hadoop file systems use. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
+from airflow_kafka_stream.source.source import placement_of
+from airflow_kafka_stream.source.source_options import parse_source_options
+
+log = logging.getLogger(__name__)
+
+
+class SourceSetup:
+    """StreamRuntime's source options, read_stream and checkpoint location."""
+
+    def source_options(self) -> dict[str, str]:
+        """Options for the ``kafka_stream`` source, including the drain handshake path."""
+        self.prepare()
+        options = self._source_options(self.starting_offsets)
+        options["drainPath"] = self.home.control_url
+        # The checkpoint keeps no record of where a fresh start began; the source writes it here.
+        options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
+        self._note_read_placement(options)
+        return options
+
+    def _note_read_placement(self, options: dict[str, str]) -> None:
+        """Say once, in the log and the status, where this run reads its batches and why (readMode)."""
+        placement = placement_of(parse_source_options(options)).to_dict()
+        if placement != self._read_placement:
+            self._read_placement = placement
+            log.info("job %s: %s", self.config.job_name, placement["reason"])
+
+    def _source_options(self, starting_offsets: str) -> dict[str, str]:
+        options: dict[str, str] = {f"kafka.{k}": str(v) for k, v in self.config.client_config().items()}
+        if self.config.topics:
+            options["subscribe"] = ",".join(self.config.topics)
+        else:
+            options["subscribePattern"] = str(self.config.subscribe_pattern)
+        options["startingOffsets"] = starting_offsets
+        # startingOffsets=group reads the job's own group; source_options may still name another one.
+        options["groupId"] = self.config.group_id
+        if self.config.max_offsets_per_trigger:
+            options["maxOffsetsPerTrigger"] = str(self.config.max_offsets_per_trigger)
+        options.update({k: str(v) for k, v in self.config.source_options.items()})
+        return options
+
+    def read_stream(self):
+        """A streaming DataFrame of the job's topics (Spark Kafka source columns)."""
+        return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
+
+    def spark_checkpoint_location(self) -> str:
+        """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.
+
+        The job home is named for fsspec (a local path, ``s3://``); Spark needs ``file://`` (a bare path means
+        the cluster's default file system) and ``s3a://``, and the same credentials and endpoint.
+        """
+        from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
+
+        options = self.config.storage_options
+        found = hadoop_settings(self.home.url, options)
+        if found.unmapped:
+            log.warning("job %s: storage option(s) %s have no Hadoop counterpart and do not reach Spark; set their "
+                        "spark.hadoop.* equivalent in the Spark configuration", self.config.job_name,
+                        ", ".join(found.unmapped))
+        hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in found.all.items():
+            hadoop.set(key, value)
+        return spark_url(str(self.checkpoint_location), options)

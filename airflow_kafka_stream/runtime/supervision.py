@@ -1,0 +1,194 @@
+"""Supervising a running query: stop requests, the drain, an immediate stop, and the checkpoint as truth.
+
+The loop watches the query, the fence, SIGTERM and ``control/stop``: a request drains the query (the
+source plans nothing new, the running batch commits), a withdrawn one returns to RUNNING, a kill
+request or a second SIGTERM stops at once. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_started_position
+from airflow_kafka_stream.core.offsets import to_nested
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.runtime.config import utc_now
+from airflow_kafka_stream.runtime.progress import offsets_equal
+from airflow_kafka_stream.storage import status as st
+from airflow_kafka_stream.storage.files import read_json
+from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL
+
+log = logging.getLogger(__name__)
+
+#: How long the end of a run waits for progress events of batches the checkpoint already holds:
+#: they carry the batches' record counts; past it, the batch is recorded from the checkpoint.
+PROGRESS_GRACE_SECONDS = 2.0
+
+
+class Supervision:
+    """StreamRuntime's watch over its query until it ends, and the drain's bookkeeping."""
+
+    def _supervise(self) -> bool:
+        """Watch the query and the stop request; True when it stopped because it was asked to."""
+        query = self._query
+        draining_since: float | None = None
+        while query.isActive:
+            silent = time.monotonic() - self._last_beat_ok
+            if self._fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
+                self._fence(silent, "the status write has not returned")  # a hung write fails nothing
+            if self._fence_reason is not None:
+                query.stop()  # usually done already by the heartbeat thread
+                raise JobStateError(self._fence_reason)
+            if self._signalled > 1:
+                self._stop_now("a second SIGTERM")
+                return True
+            request = self._stop_request()
+            if request is not None and request.get("mode") == STOP_MODE_KILL:
+                self._stop_now(f"a kill request by {request.get('by') or 'unknown'}")
+                return True
+            if draining_since is None and request is not None:
+                draining_since = time.monotonic()
+                self._set_state(st.DRAINING)
+                log.info("job %s: stop requested by %s, draining", self.config.job_name, self._stop_requested_by)
+            elif draining_since is not None and request is None:
+                draining_since = None
+                self._withdrawn()
+            if draining_since is not None:
+                if self._drained():
+                    query.stop()
+                    return True
+                self._check_drain_overdue(draining_since)
+            try:  # returns as soon as the query ends, so an availableNow job exits without a poll's delay
+                query.awaitTermination(self.config.stop_poll_seconds)
+            except StreamingQueryException:
+                pass  # the query failed: reported below from query.exception()
+        if self._fence_reason is not None:
+            raise JobStateError(self._fence_reason)
+        exc = query.exception()
+        if exc is not None:
+            raise RuntimeError(f"the streaming query failed: {exc}")
+        return draining_since is not None
+
+    def _stop_now(self, why: str) -> None:
+        """Stop the query without draining: Spark cancels the running batch and re-runs it on restart."""
+        log.warning("job %s: %s: stopping now without draining", self.config.job_name, why)
+        self._query.stop()
+        # Ask the checkpoint after the stop: a batch may have started or finished meanwhile.
+        position = self._position_or_unknown()
+        committed = position.batch_id if position is not None else None
+        in_flight = position is not None and position.in_flight_batch_id is not None
+        self._note = (f"stopped at once on {why}: batch {committed + 1 if committed is not None else 0} was "
+                      "cancelled; Spark re-runs it on restart" if in_flight else
+                      f"stopped at once on {why}; no batch was in flight")
+
+    def _position_or_unknown(self) -> CheckpointPosition | None:
+        try:
+            return read_started_position(self.checkpoint_location, self.config.storage_options)
+        except Exception as exc:  # noqa: BLE001 - only used for the note
+            log.warning("could not read the position of %s: %s", self.checkpoint_location, exc)
+            return None
+
+    def _withdrawn(self) -> None:
+        """The stop request was withdrawn before the drain ended: plan new data again."""
+        log.info("job %s: the stop request was withdrawn, running again", self.config.job_name)
+        try:  # the source's old answer must not end a later drain early
+            self.home.fs.rm(self.home.p("control", "drained.json"))
+        except FileNotFoundError:
+            pass
+        with self._lock:
+            self._stop_requested_at = self._stop_requested_by = None
+            self._drain_overdue = False
+        self._set_state(st.RUNNING)
+
+    def _check_drain_overdue(self, draining_since: float) -> None:
+        if self._drain_overdue or time.monotonic() - draining_since <= self.config.drain_timeout_seconds:
+            return
+        with self._lock:
+            self._drain_overdue = True
+        self._wake_status.set()
+        log.warning("job %s: still draining %.0fs after the stop request: the running batch has not finished. "
+                    "The job keeps draining; withdraw the request to keep it running, or stop it with "
+                    "on_timeout kill", self.config.job_name, self.config.drain_timeout_seconds)
+
+    def _stop_request(self) -> dict[str, Any] | None:
+        """The standing stop request (``control/stop``), or None; SIGTERM writes one."""
+        if self._signalled and not self.home.stop_requested():
+            self.home.request_stop("SIGTERM")
+        try:
+            request = read_json(self.home.fs, self.home.p("control", "stop"))
+        except (ValueError, UnicodeDecodeError):
+            request = {}  # being written where rename is not atomic: it exists, read it next time
+        except OSError as exc:  # a storage hiccup: keep the last answer, look again at the next poll
+            log.warning("job %s: could not read the stop request: %s", self.config.job_name, exc)
+            return self._last_request
+        self._last_request = request if isinstance(request, dict) or request is None else {}
+        if request is None:
+            return None
+        if not isinstance(request, dict):
+            request = {}
+        with self._lock:
+            self._stop_requested_at = request.get("requested_at") or self._stop_requested_at or utc_now().isoformat()
+            self._stop_requested_by = request.get("by") or "unknown"
+        return request
+
+    def _drained(self) -> bool:
+        """The source answered "no new data" and every batch it planned has been committed."""
+        try:
+            drained = read_json(self.home.fs, self.home.p("control", "drained.json"))
+        except (ValueError, UnicodeDecodeError):
+            return False  # being written on a filesystem without atomic rename; look again
+        if not drained or "offsets" not in drained:
+            return False
+        with self._lock:
+            last = self._last_offsets
+        if last is not None and offsets_equal(to_nested(last), drained["offsets"]):
+            return True
+        # The listener may lag behind Spark, or no batch ran in this run: ask the checkpoint.
+        position = read_started_position(self.checkpoint_location, self.config.storage_options)
+        if position is not None and position.in_flight_batch_id is not None:
+            return False
+        if position is None or position.batch_id is None:
+            return True  # no batch has ever run: nothing to finish
+        offsets = position.committed_kafka_offsets()
+        if offsets is not None and offsets_equal(to_nested(offsets), drained["offsets"]):
+            self._record_batch(position.batch_id, offsets, records=0, counted=False)
+            return True
+        return False
+
+    def _catch_up_with_checkpoint(self) -> None:
+        """Progress events arrive asynchronously and may trail the query's end: the checkpoint is the truth."""
+        try:
+            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+            committed = position.batch_id if position is not None else None
+            offsets = position.committed_kafka_offsets() if position is not None else None
+        except Exception as exc:  # noqa: BLE001 - the status keeps what the listener saw
+            log.warning("could not read the final position of %s: %s", self.checkpoint_location, exc)
+            return
+        deadline = time.monotonic() + PROGRESS_GRACE_SECONDS
+        while self._listener_behind(committed) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the last batch's progress event is usually a few milliseconds behind
+        if self._listener_behind(committed) and offsets is not None:
+            self._record_batch(committed, offsets, records=0, counted=False)
+
+    def _listener_behind(self, committed: int | None) -> bool:
+        with self._lock:
+            return committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
+
+    def _install_sigterm_handler(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigterm(signum, frame):
+            self._signalled += 1
+
+        return signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _restore_sigterm_handler(self, previous) -> None:
+        if previous is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)

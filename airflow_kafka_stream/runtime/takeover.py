@@ -1,0 +1,168 @@
+"""The start protocol: how a driver takes a job home (after standing by, for a warm standby).
+
+Under the job lock it refuses a second live driver, picks the checkpoint generation and where it
+starts, finishes an interrupted offset reset, records ``job.json`` and writes the first STARTING
+heartbeat; a standby first warms up and waits for its go. Part of
+:class:`~airflow_kafka_stream.runtime.StreamRuntime`, whose state it uses.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_kafka_stream.checkpoint.reader import read_started_position
+from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+from airflow_kafka_stream.core.liveness import Life
+from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
+from airflow_kafka_stream.core.standby import FAILED as STANDBY_FAILED
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
+from airflow_kafka_stream.runtime.listener import BatchListener
+from airflow_kafka_stream.runtime.standby import rehearse
+from airflow_kafka_stream.storage import status as st
+from airflow_kafka_stream.storage.operation import recorded_operation
+
+log = logging.getLogger(__name__)
+
+#: How long a starting driver waits for a control-plane operation that holds the job lock to finish.
+START_LOCK_WAIT_SECONDS = 30.0
+
+
+class Takeover:
+    """StreamRuntime's start: prepare (stand by if a standby), then take the job under its lock."""
+
+    def prepare(self) -> None:
+        """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat.
+
+        A standby first waits for its go (warmed up, touching nothing of the running job).
+        """
+        if self._prepared:
+            return
+        standby = self.standby
+        if standby is not None and not standby.went:
+            standby.stand_by(self._warm_up)
+            self._started_at = utc_now()  # this driver's run as the job's driver starts now
+        try:
+            self._take_job()
+        except BaseException as exc:
+            if standby is not None:
+                standby.end(STANDBY_FAILED, f"taking over failed: {type(exc).__name__}: {exc}")
+            raise
+        if standby is not None:
+            standby.took_over()
+
+    def _warm_up(self) -> None:
+        """A standby's work before READY: what takes time and touches nothing of the running job.
+
+        The job home and its savepoints are read (a restore will need them), and the source runs once
+        with the job's options into a scratch folder (see :func:`~airflow_kafka_stream.runtime.standby.rehearse`).
+        """
+        self.home.require()
+        if self.home.fs.exists(self.home.p("savepoints")):
+            self.home.fs.ls(self.home.p("savepoints"))
+        options = self._source_options(self.config.starting_offsets)
+        seconds = rehearse(self.spark, SOURCE_FORMAT, options, (self.home.status() or {}).get("last_offsets"))
+        log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
+        BatchListener(self._on_batch)  # the listener's py4j classes
+
+    def _take_job(self) -> None:
+        # Under the job lock: a reset or restore in progress must finish first, and once the STARTING
+        # heartbeat is written every control-plane operation sees this driver as running.
+        args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
+        # A standby reads its go while the upgrade that wrote it still holds the lock: wait for brief holders.
+        with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}",
+                                existing_home=False, lock_wait_seconds=START_LOCK_WAIT_SECONDS) as record:
+            self._refuse_second_driver()
+            self.generation, self.starting_offsets = self._choose_generation()
+            self.checkpoint_location = self.home.checkpoint_url(self.generation)
+            if recover_incomplete_append(self.checkpoint_location, self.config.storage_options):
+                log.warning("job %s: completed or rolled back an interrupted offset reset before starting",
+                            self.config.job_name)
+            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+            committed = position.batch_id if position is not None else None
+            offsets = position.committed_kafka_offsets() if position is not None else None
+            self._record_submission()
+            self._last_batch_id, self._last_offsets = committed, offsets
+            self._clear_stale_control_files()
+            self._write_status()
+            record["after"] = {"generation": self.generation, "batch_id": committed,
+                               "starting_offsets": self.starting_offsets if committed is None else None}
+        log.info("job %s: generation %04d at %s, %s", self.config.job_name, self.generation,
+                 self.checkpoint_location,
+                 f"resuming after batch {committed}" if committed is not None else f"starting at {self.starting_offsets}")
+        self.committer.start()
+        self._last_beat_ok = time.monotonic()
+        self._status_thread = threading.Thread(target=self._heartbeat_loop, name="status-heartbeat", daemon=True)
+        self._status_thread.start()
+        # Set only now: a start refused or failed above is done again in full when retried.
+        self._prepared = True
+
+    def _choose_generation(self) -> tuple[int, str]:
+        gen = self.home.current_generation()
+        if gen is None:
+            given = self.config.starting_offsets
+            try:
+                recorded: Any = json.loads(given)
+            except ValueError:
+                recorded = given
+            gen, _ = self.home.new_generation("submit", start_offsets=recorded)
+            return gen, given
+        info = self.home.generation_info(gen) or {}
+        start = info.get("start_offsets")
+        if info.get("reason") != "submit" and isinstance(start, Mapping):
+            # The control plane made this generation to start at given offsets (restore, reset).
+            return gen, json.dumps(start, separators=(",", ":"), sort_keys=True)
+        return gen, self.config.starting_offsets
+
+    def _refuse_second_driver(self) -> None:
+        """Two drivers on one checkpoint corrupt it: refuse to start while another one heart-beats.
+
+        Liveness is the one rule (``core.liveness``): a fresh heartbeat written from this host by a driver whose
+        Python process and JVM are gone (a ``kill -9``) is no driver and is not waited out; one from another
+        host is, since its pids mean nothing here.
+        """
+        status = st.read_status(self.home.url, self.config.storage_options)
+        if not status or (status.get("pid"), status.get("host")) == (os.getpid(), socket.gethostname()):
+            return
+        found = st.observe_liveness(status, time.time(),
+                                    self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
+        if found.life is Life.GONE:
+            log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
+                        self.config.job_name, status.get("pid"), status.get("heartbeat"))
+        if found.alive:
+            raise JobStateError(
+                f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
+                f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "
+                f"corrupt it. Stop it first with the stop operation on job home {self.home.url}"
+            )
+
+    def _record_submission(self) -> None:
+        """job.json: what runs in this home, so operations need no repeated arguments (no secrets)."""
+        spec = self.home.spec()
+        sink = resolve_sink(None, self.config.sink_kind, self.config.sink_path) or sink_from_spec(spec)
+        spec.pop("sink_path", None)  # superseded by "sink": kind and path
+        spec.update({
+            "job": self.config.job_name,
+            "version": self.config.app_version or spec.get("version"),
+            "topics": list(self.config.topics),
+            "subscribe_pattern": self.config.subscribe_pattern,
+            "group": self.config.group_id,
+            "kafka": {k: v for k, v in self.config.client_config().items() if not is_secret_key(k)},
+            "sink": sink.to_json() if sink else None,
+            "starting_offsets": self.config.starting_offsets,
+            "updated_at": utc_now().isoformat(),
+        })
+        self.home.write_spec(spec)
+
+    def _clear_stale_control_files(self) -> None:
+        """A stop request or drain answer left by an earlier run must not stop this one."""
+        for name in self.home.clear_stop_request():
+            log.warning("removed %s left by an earlier run of job %s", name, self.config.job_name)

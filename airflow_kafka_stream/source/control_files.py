@@ -1,0 +1,63 @@
+"""The files the source shares with the driver runtime through the job home.
+
+The graceful-stop handshake: while ``<drainPath>/stop`` exists the source plans no new batch and
+answers with ``<drainPath>/drained.json`` (the offsets it stopped at). And ``startOffsetsPath``,
+where a fresh start records the offsets it resolved, since a Python source's checkpoint keeps no
+record of where the query first began. Paths are any fsspec URL; this runs in the Python process
+Spark starts on the driver, never on executors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+from airflow_kafka_stream.storage.files import storage_options_from_env, url_to_fs, write_atomic
+
+log = logging.getLogger(__name__)
+
+
+def stop_requested(drain_path: str | None) -> bool:
+    """Whether a stop request stands (``<drainPath>/stop`` exists); never without a drainPath."""
+    if not drain_path:
+        return False
+    fs, root = _filesystem(drain_path)
+    return fs.exists(f"{root}/stop")
+
+
+def write_drained(drain_path: str | None, start: dict) -> None:
+    """Answer a stop request: the source planned nothing past ``start``."""
+    body = json.dumps({"offsets": start, "at": _now()}).encode()
+    _write_atomically(f"{(drain_path or '').rstrip('/')}/drained.json", body)
+    log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
+
+
+def write_start_offsets(path: str, offsets: dict, starting: str) -> None:
+    """Record where a fresh start began: the resolved offsets and the start option's kind."""
+    record = {"offsets": offsets, "starting": starting, "at": _now()}
+    _write_atomically(path, json.dumps(record).encode())
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _write_atomically(url: str, body: bytes) -> None:
+    """Readers see the old file or the whole new one (see storage.files.write_atomic)."""
+    fs, path = url_to_fs(url, storage_options_from_env())
+    write_atomic(fs, path, body)
+
+
+_FILESYSTEMS: dict[str, tuple] = {}
+
+
+def _filesystem(url: str):
+    """fsspec filesystem and root path of a URL, cached per URL (the check runs every trigger).
+
+    Opened with the job home's storage options when the driver got them from a submit: this runs in the
+    Python process Spark starts on the driver, which inherits the driver's environment.
+    """
+    if url not in _FILESYSTEMS:
+        _FILESYSTEMS[url] = url_to_fs(url, storage_options_from_env())
+    return _FILESYSTEMS[url]
