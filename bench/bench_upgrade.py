@@ -96,18 +96,19 @@ def upgrade(job: Job) -> float:
 
 
 def standby_upgrade(job: Job) -> float:
+    from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
     from airflow_kafka_stream.ops.standby import hand_over, launch_standby, wait_ready
     from airflow_kafka_stream.ops.stop import stop_job
-    from airflow_kafka_stream.ops.submit import LaunchedDriver
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     home, old = JobHome(str(job.home)), job.proc
 
-    def launch(log: str, env) -> LaunchedDriver:
-        job.start(dict(env))
-        return LaunchedDriver(job.proc.pid, socket.gethostname(), log)
+    class DirectLauncher:
+        def launch(self, submission: Submission, log: str, extra_env=None) -> LaunchedDriver:
+            job.start(dict(extra_env or {}))
+            return LaunchedDriver(job.proc.pid, socket.gethostname(), log)
 
-    handle = launch_standby(home, str(job.version + 1), launch)
+    handle = launch_standby(home, Submission(str(job.version + 1)), DirectLauncher())
     wait_ready(home, handle, timeout=300, poll=0.2)  # the old version still runs: not downtime
     asked = time.time()
     hand_over(home, handle, stop_job(home, timeout=120, savepoint=True, poll=0.1))

@@ -49,13 +49,12 @@ class StreamStandbyOperator(StreamSubmitOperator):
 
         if not as_flag(self.enabled, "standby"):
             raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
-        home, kafka, args, submission = self._launch_plan()
+        home, submission, launcher = self._launch_plan()
         running, status = job_is_running(home)
         if not running:
             raise AirflowSkipException(f"job {self.job_home} does not run (state {(status or {}).get('state')}): "
                                        "there is nothing to take over from, the new version starts cold")
-        handle = launch_standby(home, str(self.app_version),
-                                lambda log, env: self._launch(args, kafka, log, dict(env)), submission=submission)
+        handle = launch_standby(home, submission, launcher)
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
         context["ti"].xcom_push(key="standby", value=handle.to_dict())
@@ -70,16 +69,12 @@ class StreamStandbyOperator(StreamSubmitOperator):
                        ) -> dict[str, Any]:
         """The standby is READY: its handle to XCom. Else it is ended and the task fails before any downtime."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.standby import StandbyHandle, give_up
+        from airflow_kafka_stream.ops.standby import StandbyHandle, conclude_ready
 
         # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
         standby = standby or context["ti"].xcom_pull(task_ids=self.task_id, key="standby")
-        if event.get("status") != "success":
-            why = event.get("message") or "no reason given"
-            if event.get("status") == "timeout":
-                why = f"the standby was not ready within {self.ready_timeout_seconds:.0f}s ({event.get('last_look')})"
-            home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
-            raise give_up(home, StandbyHandle.of(standby), why, self._secrets())
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        conclude_ready(home, StandbyHandle.of(standby), event, self.ready_timeout_seconds, self._secrets())
         self.log.info("standby of version %s is READY: %s", self.app_version, event.get("message"))
         return standby
 
@@ -126,7 +121,7 @@ class UpgradeStopOperator(StreamStopOperator):
         result = super()._finished(home, stopped)
         if self._handle and result.get("was_running") and result.get("savepoint"):
             try:
-                result["handover"] = hand_over(home, StandbyHandle.of(self._handle), result)
+                result["handover"] = hand_over(home, StandbyHandle.of(self._handle), result).to_dict()
                 self.log.info("gave the standby (pid %s) the go", self._handle.get("pid"))
             except JobStateError as exc:  # the next task refuses it properly
                 self.log.warning("no go for the standby here: %s", exc)
@@ -165,6 +160,6 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
         result = stopped.get("handover")  # the stop gave the go already
         if not result:
             result = hand_over(home, StandbyHandle.of(handle), stopped,
-                               takeover_stopped=as_flag(self.takeover_stopped, "takeover_stopped"))
+                               takeover_stopped=as_flag(self.takeover_stopped, "takeover_stopped")).to_dict()
             self.log.info("gave the standby of version %s (pid %s) the go", self.app_version, handle.get("pid"))
-        return self._watch(context, home, result)
+        return self._watch(context, result)

@@ -8,19 +8,14 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.redaction import secret_values
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.hooks.spark_driver import launch_driver
+from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
-from airflow_kafka_stream.ops.submit import LaunchedDriver, log_tail, submit
+from airflow_kafka_stream.ops.submit import submit
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
-
-#: How a submission ran that a restart of the same version repeats (recorded under submissions/).
-SUBMISSION_SETTINGS = ("executor_environment", "deploy_mode", "job_home_shared")
 
 
 @refusals_name_parameters
@@ -124,93 +119,60 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
+
         self._check_min_batches()
-        home, kafka, args, submission = self._launch_plan()
-        result = submit(home, str(self.app_version), lambda log: self._launch(args, kafka, log),
-                        submission=submission)
+        home, submission, launcher = self._launch_plan()
+        result = submit(home, submission, launcher)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
                       result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
-        return self._watch(context, home, result.to_dict())
+        return self._watch(context, result.to_dict())
 
-    def _launch_plan(self) -> tuple[Any, dict[str, Any], list[str], dict[str, Any]]:
-        """The job home, the Kafka settings, the application's arguments and the submission to record."""
+    def _launch_plan(self) -> tuple[Any, Any, Any]:
+        """The job home, the submission to start (given here, or recorded earlier), and the launcher."""
+        from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
+        from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
         from airflow_kafka_stream.ops.submit import recorded_submission
         from airflow_kafka_stream.storage.jobhome import JobHome
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.kafka_config()
         home = JobHome(self.job_home, hook.storage_options())
+        launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id, kafka, hook.storage_options())
         if self.from_submission:
-            recorded = recorded_submission(home, str(self.app_version))
-            self.application = recorded.get("application")
-            self.application_args = list(recorded.get("application_args") or [])
-            self.spark_conf = dict(recorded.get("spark_conf") or {})
-            for name in SUBMISSION_SETTINGS:
-                setattr(self, name, recorded.get(name, getattr(self, name)))
-        if not self.executor_environment:
-            self.executor_environment = conf.get("airflow_kafka_stream", "executor_environment", fallback=None) or None
-        args = self._arguments(kafka)
-        submission = {"application": self.application, "application_args": args, "spark_conf": self.spark_conf,
-                      "spark_conn_id": self.spark_conn_id, "kafka_conn_id": self.kafka_conn_id,
-                      **{name: getattr(self, name) for name in SUBMISSION_SETTINGS}}
-        self._storage_options = hook.storage_options()
-        return home, kafka, args, submission
+            return home, recorded_submission(home, str(self.app_version)), launcher
+        args = [str(arg) for arg in as_list(self.application_args)]
+        missing = not (self.topics and self.group and self.output_path)
+        if not args and not (self.application and missing):  # your own application may take no arguments
+            args = example_pipeline_args(job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
+                                         topics=as_list(self.topics), group=self.group, output_path=self.output_path,
+                                         app_version=str(self.app_version), starting_offsets=self.starting_offsets)
+        environment = self.executor_environment or conf.get("airflow_kafka_stream", "executor_environment",
+                                                            fallback=None) or None
+        submission = Submission(str(self.app_version), self.application, tuple(args), self.spark_conf,
+                                self.deploy_mode, environment, self.job_home_shared, launcher.master(),
+                                self.spark_conn_id, self.kafka_conn_id)
+        return home, submission, launcher
 
-    def _watch(self, context: Context, home, submitted: dict[str, Any]) -> Any:
-        """Wait (deferred, or here) until the driver that ``submitted`` describes is healthy."""
+    def _watch(self, context: Context, submitted: dict[str, Any]) -> Any:
+        """Wait (here, then deferred) until the driver that ``submitted`` describes runs with its batches."""
         context["ti"].xcom_push(key="submit", value=submitted)
         newer_than = submitted["submitted_at"] if submitted.get("action") != "already-running" else None
-        pid, host = submitted.get("pid"), submitted.get("host")
         trigger = StreamJobStateTrigger(
             job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches, newer_than=newer_than,
             storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
-            timeout_seconds=self.timeout_seconds, driver_pid=pid, driver_host=host)
+            timeout_seconds=self.timeout_seconds, driver_pid=submitted.get("pid"), driver_host=submitted.get("host"))
         return wait_then_defer(self, context, trigger, "execute_complete", {"submitted": submitted},
                                defer_after(self.defer_after_seconds))
-
-    def _arguments(self, kafka: dict[str, Any]) -> list[str]:
-        if self.application_args:
-            return [str(arg) for arg in as_list(self.application_args)]
-        missing = [name for name, value in (("topics", self.topics), ("group", self.group), ("output_path", self.output_path))
-                   if not value]
-        if self.application and missing:
-            return []  # your own application, which takes no standard arguments
-        if missing:
-            raise InvalidInputError(f"the example pipeline needs {', '.join(missing)}; pass them, or pass "
-                                    "application and application_args for your own job")
-        args = ["--home", self.job_home, "--bootstrap", str(kafka["bootstrap.servers"]), "--group", str(self.group),
-                "--output", str(self.output_path), "--app-version", str(self.app_version),
-                "--starting-offsets", self.starting_offsets]
-        for topic in as_list(self.topics):
-            args += ["--topic", str(topic)]
-        return args
-
-    def _launch(self, args: list[str], kafka: dict[str, Any], log_path: str,
-                extra_env: dict[str, str] | None = None) -> LaunchedDriver:
-        return launch_driver(spark_conn_id=self.spark_conn_id, application=self.application, args=args,
-                             spark_conf=self.spark_conf, kafka=kafka, log_path=log_path,
-                             name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}",
-                             storage_options=getattr(self, "_storage_options", None), job_home=self.job_home,
-                             job_home_shared=self.job_home_shared, executor_environment=self.executor_environment,
-                             deploy_mode=self.deploy_mode, extra_env=extra_env)
 
     # -- waiting -------------------------------------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any], submitted: dict[str, Any] | None = None
                          ) -> dict[str, Any]:
+        from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start
+
         # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
         submitted = submitted or context["ti"].xcom_pull(task_ids=self.task_id, key="submit") or {}
-        if event.get("status") != "success":
-            tail = log_tail(submitted.get("driver_log"), self._secrets())
-            error = driver_error(tail)
-            raise JobStateError(
-                f"job {self.job_home} version {self.app_version} did not become healthy: {event.get('message')}"
-                + (f"\nthe driver's error: {error}" if error else "")
-                + (f"\n--- end of the driver log {submitted.get('driver_log')} ---\n{tail}" if tail else "")
-            )
-        job = event.get("job") or {}
-        result = {**job, "app_version": self.app_version, "pid": submitted.get("pid"),
-                  "driver_log": submitted.get("driver_log"), "submit": submitted.get("action"),
-                  "start_offsets": self._start_offsets(job.get("generation"))}
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        result = conclude_start(home, SubmitResult.of(submitted), event, self._secrets())
         self.log.info("job %s version %s is RUNNING: %s", self.job_home, self.app_version, event.get("message"))
         return result
 
@@ -219,21 +181,6 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             return secret_values(StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).kafka_config())
         except Exception:  # noqa: BLE001 - a missing connection must not hide the job's own failure
             return []
-
-    def _start_offsets(self, generation: int | None) -> Any:
-        """Where the current generation started (the source records a fresh start's resolved offsets)."""
-        if generation is None:
-            return None
-        from airflow_kafka_stream.storage.files import read_json
-        from airflow_kafka_stream.storage.jobhome import JobHome
-
-        home = JobHome(self.job_home, StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options())
-        try:
-            started = read_json(home.fs, home.p("generations", f"{generation:04d}.start.json"))
-        except ValueError:
-            started = None
-        info = home.generation_info(generation) or {}
-        return (started or {}).get("offsets") if started else info.get("start_offsets")
 
 
 def as_list(value: Any) -> list[Any]:

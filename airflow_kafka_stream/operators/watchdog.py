@@ -54,35 +54,20 @@ class StreamWatchdogOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         announce_job_home(self, context, self.job_home)
+        from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
         from airflow_kafka_stream.ops.watchdog import watch
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.kafka_config()
-        result = watch(hook.home(), kafka, self.policy, lambda home, version: self._restart(home, version, kafka))
+        home = hook.home()
+        launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id or self._recorded_conn(home), kafka,
+                                        hook.storage_options())
         # ops.watchdog.watch logs the decision (once: the task log gets that line).
-        return result.to_dict()
+        return watch(home, kafka, self.policy, launcher).to_dict()
 
-    def _restart(self, home, version: str, kafka: dict[str, Any]) -> dict[str, Any]:
-        from airflow_kafka_stream.hooks.spark_driver import launch_driver
-        from airflow_kafka_stream.ops.submit import recorded_submission, submit
-        from airflow_kafka_stream.ops.watchdog import CAUSE
-
-        if not version:
-            raise InvalidInputError(f"job {self.job_home} records no application version to restart")
-        recorded = recorded_submission(home, version)
-        args = list(recorded.get("application_args") or [])
-
-        def launch(log_path: str):
-            return launch_driver(spark_conn_id=self.spark_conn_id or recorded.get("spark_conn_id") or "spark_default",
-                                 application=recorded.get("application"), args=args,
-                                 spark_conf=recorded.get("spark_conf") or {}, kafka=kafka, log_path=log_path,
-                                 name=f"stream-{self.job_home.rstrip('/').rsplit('/', 1)[-1]}",
-                                 storage_options=home.storage_options, job_home=self.job_home,
-                                 job_home_shared=bool(recorded.get("job_home_shared")),
-                                 executor_environment=recorded.get("executor_environment"),
-                                 deploy_mode=recorded.get("deploy_mode"))
-
-        # The same heartbeat limit as the decision: a driver the watchdog found dead is dead to the submit too.
-        started = submit(home, version, launch, max_heartbeat_age=self.policy.max_heartbeat_age, cause=CAUSE,
-                         submission={k: v for k, v in recorded.items() if k not in ("app_version", "submitted_at")})
-        return started.to_dict()
+    @staticmethod
+    def _recorded_conn(home) -> str:
+        """The spark connection the running version was submitted through, else ``spark_default``."""
+        version = (home.status() or {}).get("app_version") or home.spec().get("version")
+        recorded = home.submission(str(version)) if version else None
+        return (recorded or {}).get("spark_conn_id") or "spark_default"

@@ -18,12 +18,8 @@ remain between the stop request and the new version's first committed batch. The
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import socket
-import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,18 +28,15 @@ from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
+from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult
-from airflow_kafka_stream.ops.submit import LaunchedDriver, driver_log_path, log_tail, submission_path
-from airflow_kafka_stream.storage.files import dump_json, write_atomic
-from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
+from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, TIMEOUT, WAITING, wait
+from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
-from airflow_kafka_stream.storage.processes import process_alive
+from airflow_kafka_stream.storage.processes import end_process, process_alive
 
 log = logging.getLogger(__name__)
-
-#: Launch takes the driver's log path and the environment variables it must have on top of the caller's.
-Launch = Callable[[str, Mapping[str, str]], LaunchedDriver]
-
 
 @dataclass(frozen=True)
 class StandbyHandle:
@@ -64,12 +57,14 @@ class StandbyHandle:
         return cls(**{name: value[name] for name in cls.__dataclass_fields__})
 
 
-def launch_standby(home: JobHome, app_version: str, launch: Launch, *, by: str | None = None,
-                   submission: Mapping[str, Any] | None = None, now: datetime | None = None) -> StandbyHandle:
-    """Start ``app_version``'s driver as a standby of the running job (steps 1 of the module docstring)."""
+def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
+                   now: datetime | None = None) -> StandbyHandle:
+    """Start ``submission``'s driver as a standby of the running job (step 1 of the module docstring); the
+    submission is recorded, so a rollback or a watchdog restart later starts this version the same way."""
     now = now or datetime.now(UTC)
+    app_version = submission.app_version
     with recorded_operation(home, "standby-launch", {"app_version": app_version}, by=by) as record:
-        found = home.read_control(STANDBY_RECORD)
+        found = home.standby_record()
         if found and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
             raise JobStateError(
                 f"job {home.url} already has a live {rules.describe(found)}: two standbys for one job are refused "
@@ -81,15 +76,13 @@ def launch_standby(home: JobHome, app_version: str, launch: Launch, *, by: str |
                 f"job {home.url} does not run (state {(status or {}).get('state')}): a standby takes over from a "
                 f"running version during an upgrade. Submit version {app_version} instead; nothing was changed")
         token = uuid.uuid4().hex
-        folder, name = os.path.split(driver_log_path(home, now))
-        driver = launch(os.path.join(folder, f"standby-{name}"), {STANDBY_ENV: token})
+        driver = launcher.launch(submission, driver_log_path(home, now, prefix="standby-driver"),
+                                 {STANDBY_ENV: token})
         handle = StandbyHandle(token, str(app_version), driver.pid, driver.host, driver.log, now.isoformat())
-        home.write_control(STANDBY_RECORD, {"state": rules.LAUNCHED, "token": token, "version": str(app_version),
+        home.write_standby_record({"state": rules.LAUNCHED, "token": token, "version": str(app_version),
                                             "pid": driver.pid, "host": driver.host, "log": driver.log,
                                             "launched_at": now.isoformat()})
-        if submission is not None:  # a rollback or a watchdog restart later starts this version the same way
-            write_atomic(home.fs, submission_path(home, str(app_version)),
-                         dump_json({**submission, "app_version": str(app_version), "submitted_at": now.isoformat()}))
+        record_submission(home, submission, now)
         record["before"] = {"state": (status or {}).get("state"), "version": home.spec().get("version")}
         record["after"] = handle.to_dict()
         log.info("standby of version %s launched for %s: pid %s, log %s", app_version, home.url, driver.pid,
@@ -100,24 +93,37 @@ def launch_standby(home: JobHome, app_version: str, launch: Launch, *, by: str |
 def look_ready(home: JobHome, handle: StandbyHandle, now: datetime | None = None
                ) -> tuple[rules.ReadyVerdict, dict[str, Any]]:
     """One look at the standby: still coming up, READY, or failed (and why); and its record as read."""
-    record = home.read_control(STANDBY_RECORD)
+    record = home.standby_record()
     alive = process_alive(handle.pid, handle.host)
     return rules.judge_ready(record, handle.token, alive, now or datetime.now(UTC)), record or {}
 
 
+def look_standby(home: JobHome, handle: StandbyHandle) -> dict[str, Any]:
+    """One look, as every driver of the wait takes it: ``success`` once READY, ``failed`` when it cannot
+    become so."""
+    verdict, _record = look_ready(home, handle)
+    state = {rules.Readiness.READY: SUCCESS, rules.Readiness.FAILED: FAILED}.get(verdict.outcome, WAITING)
+    return {"status": state, "message": verdict.message}
+
+
+def conclude_ready(home: JobHome, handle: StandbyHandle, event: Mapping[str, Any], ready_timeout: float,
+                   secrets: list[str] | None = None, by: str | None = None) -> StandbyHandle:
+    """The end of the wait for READY: the handle, or the standby is ended and JobStateError says why (the
+    upgrade failed before any downtime; the old version runs on)."""
+    if event.get("status") == SUCCESS:
+        return handle
+    why = event.get("message") or "no reason given"
+    if event.get("status") == TIMEOUT:
+        why = f"the standby was not ready within {ready_timeout:.0f}s ({event.get('last_look')})"
+    raise give_up(home, handle, why, secrets, by=by)
+
+
 def wait_ready(home: JobHome, handle: StandbyHandle, timeout: float, poll: float = 0.5,
-               secrets: list[str] | None = None, by: str | None = None) -> dict[str, Any]:
-    """The standby's READY record; else it is ended and JobStateError says why (the old version runs on)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        verdict, record = look_ready(home, handle)
-        if verdict.outcome is rules.Readiness.READY:
-            return record
-        if verdict.outcome is rules.Readiness.FAILED or time.monotonic() >= deadline:
-            why = verdict.message if verdict.outcome is rules.Readiness.FAILED else (
-                f"the standby was not ready within {timeout:.0f}s ({verdict.message})")
-            raise give_up(home, handle, why, secrets, by=by)
-        time.sleep(poll)
+               secrets: list[str] | None = None, by: str | None = None) -> StandbyHandle:
+    """The whole wait in this process: the handle once READY, else the standby is ended and JobStateError
+    says why."""
+    event = wait(lambda: look_standby(home, handle), timeout, poll)
+    return conclude_ready(home, handle, event, timeout, secrets, by=by)
 
 
 def give_up(home: JobHome, handle: StandbyHandle, why: str, secrets: list[str] | None = None,
@@ -140,17 +146,17 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
     """
     with recorded_operation(home, "standby-end", {"reason": reason, "pid": handle.pid}, by=by,
                             lock=False) as record:
-        found = home.read_control(STANDBY_RECORD) or {}
+        found = home.standby_record() or {}
         ours = found.get("token") == handle.token
         live = ours and found.get("state") in rules.LIVE_STATES
         if ours and found.get("state") == rules.TAKING_OVER:
             raise JobStateError(f"the standby of {home.url} is already taking over (go given at "
                                 f"{found.get('go_at')}); stop the job instead of ending the standby")
-        home.write_control(STANDBY_GO, {"token": handle.token, "action": rules.CANCEL, "by": record["by"],
+        home.write_standby_go({"token": handle.token, "action": rules.CANCEL, "by": record["by"],
                                         "reason": reason, "at": datetime.now(UTC).isoformat()})
-        _kill(handle.pid, handle.host, grace_seconds)
+        end_process(handle.pid, handle.host, grace_seconds)
         if live:
-            home.write_control(STANDBY_RECORD, {**found, "state": rules.ENDED, "error": reason,
+            home.write_standby_record({**found, "state": rules.ENDED, "error": reason,
                                                 "ended_at": datetime.now(UTC).isoformat()})
         record["after"] = {"was_live": live}
         return live
@@ -163,7 +169,7 @@ def end_live_standby(home: JobHome, reason: str, by: str | None = None) -> Stand
     Refused, with nothing changed, when no standby is live or when it is already taking over.
     """
     home.require()
-    found = home.read_control(STANDBY_RECORD)
+    found = home.standby_record()
     if not found or not rules.is_live(found, process_alive(found.get("pid"), found.get("host")), datetime.now(UTC)):
         raise JobStateError(f"job {home.url} has no live standby"
                             + (f" (the last one is {found.get('state')})" if found else "")
@@ -176,7 +182,7 @@ def end_live_standby(home: JobHome, reason: str, by: str | None = None) -> Stand
 
 
 def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Mapping[str, Any], *,
-              takeover_stopped: bool = False, by: str | None = None) -> dict[str, Any]:
+              takeover_stopped: bool = False, by: str | None = None) -> SubmitResult:
     """Give the standby its go once the old version stopped with a savepoint (step 4 of the module docstring).
 
     ``stop_result`` is what ``stop_job`` returned, or its ``to_dict()`` as an Airflow task gets it from XCom.
@@ -199,32 +205,15 @@ def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Ma
         if running:
             raise JobStateError(f"job {home.url} still runs (state {(status or {}).get('state')}); the standby "
                                 "takes over only once the old version has stopped")
-        found = home.read_control(STANDBY_RECORD) or {}
+        found = home.standby_record() or {}
         verdict = rules.judge_ready(found, handle.token, process_alive(handle.pid, handle.host), now)
         if verdict.outcome is not rules.Readiness.READY:
             raise JobStateError(
                 f"the standby of version {handle.app_version} can no longer take over ({verdict.message}); the job "
                 f"is stopped (state {(status or {}).get('state')}). Start a version with a submit, or roll back")
-        home.write_control(STANDBY_GO, {"token": handle.token, "action": rules.GO, "by": record["by"],
+        home.write_standby_go({"token": handle.token, "action": rules.GO, "by": record["by"],
                                         "at": now.isoformat(), "savepoint": (stop_result.get("savepoint") or {}).get("id")})
-        result = {"action": "handed-over", "reason": "the standby was given the go", "app_version": handle.app_version,
-                  "submitted_at": now.isoformat(), "pid": handle.pid, "driver_log": handle.driver_log,
-                  "host": handle.host}
-        record["after"] = result
+        result = SubmitResult(HANDED_OVER, "the standby was given the go", handle.app_version, now.isoformat(),
+                              handle.pid, handle.driver_log, handle.host)
+        record["after"] = result.to_dict()
         return result
-
-
-def _kill(pid: int, host: str, grace_seconds: float) -> None:
-    """SIGTERM the standby's process group (it was started in a session of its own), then SIGKILL."""
-    if host != socket.gethostname() or not process_alive(pid, host):
-        return
-    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait
-        while process_alive(pid, host) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if not process_alive(pid, host):
-            return

@@ -1,50 +1,50 @@
-"""Submit a streaming job: start a detached driver unless one of this version already runs or starts.
+"""Submit a streaming job: start a detached driver unless one of this version already runs or starts, then
+wait until it is RUNNING with its first batches — one phased machine.
 
-The driver outlives the task that submits it (a streaming query runs for
-days): the caller's ``launch`` starts it in its own session with its output in
-a log file and returns at once. The decision (launch, wait for the driver that
-is there, or refuse) is ``core.submit_rules``; this module reads the job home,
-records the launch in ``control/launched.json`` so a retried submit sees a
-driver that has not heart-beaten yet, and writes the history.
+*request* (:func:`submit`, or :func:`replay` of a recorded submission) → *look* (:func:`look_started`) →
+*conclude* (:func:`conclude_start`). The command line runs the loop in :func:`submit_and_wait`; the
+submit operator runs the same steps around its in-slot wait and its trigger.
 
-Kafka secrets reach the driver through the environment variable
-:data:`CLIENT_CONFIG_ENV` (JSON), never through its arguments.
+The driver outlives whoever submitted it (a streaming query runs for days): the :class:`Launcher` starts it
+in its own session with its output in a log file and returns at once. The decision (launch, wait for the
+driver that is there, or refuse) is ``core.submit_rules``; this module reads the job home, records the
+launch so a retried submit sees a driver that has not heart-beaten yet, records the submission so the
+same version can be started again exactly so (a rollback, a watchdog restart), and writes the history.
+
+Kafka secrets reach the driver through its environment (the launcher's), never through its arguments.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.core.driver_log import driver_error
+from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError
-from airflow_kafka_stream.storage.files import dump_json, is_local, read_json, write_atomic
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
+from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
+from airflow_kafka_stream.storage.files import is_local
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
-#: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
-CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
-LAUNCH_RECORD = ("control", "launched.json")
+__all__ = ["CLIENT_CONFIG_ENV", "LaunchedDriver", "SubmitResult", "client_config_from_env", "conclude_start",
+           "look_started", "recorded_submission", "replay", "submit", "submit_and_wait"]
 
-
-@dataclass(frozen=True)
-class LaunchedDriver:
-    """A driver just started: its local process (client mode) or its cluster application id, and its log."""
-
-    pid: int | None
-    host: str | None
-    log: str
-    application_id: str | None = None
+LAUNCHED, ALREADY_RUNNING, HANDED_OVER = "launched", "already-running", "handed-over"
 
 
 @dataclass(frozen=True)
 class SubmitResult:
-    """What a submit did: ``launched`` a driver, or found one of this version (``already-running``)."""
+    """What a submit did: ``launched`` a driver, found one of this version (``already-running``), or gave a
+    standby its go (``handed-over``); and what the wait for it needs (since when, which process)."""
 
     action: str
     reason: str
@@ -53,9 +53,14 @@ class SubmitResult:
     pid: int | None = None
     driver_log: str | None = None
     host: str | None = None
+    application_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> SubmitResult:
+        return cls(**{name: value.get(name) for name in cls.__dataclass_fields__})
 
 
 def client_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -65,82 +70,112 @@ def client_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str
     return json_object_from_env(CLIENT_CONFIG_ENV, "librdkafka settings", environ)
 
 
-def driver_log_path(home: JobHome, now: datetime) -> str:
+def driver_log_path(home: JobHome, now: datetime, prefix: str = "driver") -> str:
     """Where a new driver's output goes: the job home's logs/ when local, else a local temporary folder."""
-    name = f"driver-{now:%Y%m%dT%H%M%SZ}.log"
+    name = f"{prefix}-{now:%Y%m%dT%H%M%SZ}.log"
     if is_local(home.fs):
-        home.fs.makedirs(home.p("logs"), exist_ok=True)
-        return home.p("logs", name)
+        return home.log_path(name)
     folder = os.path.join(tempfile.gettempdir(), "airflow-kafka-stream", home.url.replace("://", "_").replace("/", "_"))
     os.makedirs(folder, exist_ok=True)
     return os.path.join(folder, name)
 
 
-def launch_record(home: JobHome) -> dict[str, Any] | None:
-    try:
-        record = read_json(home.fs, home.p(*LAUNCH_RECORD))
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def submission_path(home: JobHome, app_version: str) -> str:
-    home.savepoint_url(str(app_version))  # the same rule as a savepoint id: one path segment
-    return home.p("submissions", f"{app_version}.json")
-
-
-def recorded_submission(home: JobHome, app_version: str) -> dict[str, Any]:
+def recorded_submission(home: JobHome, app_version: str) -> Submission:
     """How ``app_version`` was last submitted (application, arguments, settings; never a secret)."""
-    try:
-        found = read_json(home.fs, submission_path(home, app_version))
-    except (ValueError, UnicodeDecodeError):
-        found = None
-    if not isinstance(found, dict):
+    found = home.submission(str(app_version))
+    if found is None:
         raise JobStateError(f"job {home.url} has no recorded submission of version {app_version}; submit that "
                             "version with its application and arguments instead", setting="application")
-    return found
+    return Submission.from_record(found)
 
 
-def submit(home: JobHome, app_version: str, launch: Callable[[str], LaunchedDriver], *, by: str | None = None,
+def record_submission(home: JobHome, submission: Submission, now: datetime) -> None:
+    home.record_submission(submission.app_version, {**submission.to_record(), "submitted_at": now.isoformat()})
+
+
+def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
            now: datetime | None = None, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0,
-           submission: Mapping[str, Any] | None = None, cause: str | None = None) -> SubmitResult:
-    """Start the job's driver (``launch(log_path)``) unless a driver of ``app_version`` runs or starts.
+           cause: str | None = None) -> SubmitResult:
+    """Start ``submission``'s driver through ``launcher`` unless a driver of its version runs or starts.
 
-    ``submission`` (application, arguments, settings, no secrets) is recorded under ``submissions/`` so
-    the same version can be started again later (a rollback, a watchdog restart). ``cause`` says who
-    started it when it was not a person or a DAG's own submit (the watchdog counts its own restarts by it).
+    The submission is recorded under ``submissions/`` so the same version can be started again later.
+    ``cause`` says who started it when it was not a person or a DAG's own submit (the watchdog counts its
+    own restarts by it).
     """
-    if not app_version or not str(app_version).strip():
-        raise InvalidInputError("app_version is empty; give the application version being submitted",
-                                setting="app_version")
     now = now or datetime.now(UTC)
+    version = submission.app_version
     # A first submit makes the job home: there is nothing to require yet.
-    with recorded_operation(home, "submit", {"app_version": app_version, "cause": cause}, by=by,
+    with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
                             existing_home=False) as record:
         status = home.status()
-        previous = launch_record(home)
+        previous = home.launch_record()
         decision = decide_submit(status=status, running_version=_running_version(home, status),
-                                 launch_record=previous, launcher_alive=process_alive((previous or {}).get("pid"), (previous or {}).get("host")),
-                                 version=str(app_version), now=now, max_heartbeat_age=max_heartbeat_age,
+                                 launch_record=previous,
+                                 launcher_alive=process_alive((previous or {}).get("pid"), (previous or {}).get("host")),
+                                 version=version, now=now, max_heartbeat_age=max_heartbeat_age,
                                  start_grace_seconds=start_grace_seconds, processes_gone=driver_gone(status))
         record["before"] = {"state": (status or {}).get("state"), "launched": previous}
         if decision.action is SubmitAction.REFUSE:
             raise JobStateError(f"job {home.url}: {decision.reason}")
         if decision.action is SubmitAction.WAIT:
-            result = SubmitResult("already-running", decision.reason, str(app_version), now.isoformat())
+            result = SubmitResult(ALREADY_RUNNING, decision.reason, version, now.isoformat())
             record["after"] = result.to_dict()
             return result
-        driver = launch(driver_log_path(home, now))
-        launched = {"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
-                    "app_version": str(app_version), "log": driver.log, "application_id": driver.application_id}
-        write_atomic(home.fs, home.p(*LAUNCH_RECORD), dump_json(launched))
-        if submission is not None:
-            write_atomic(home.fs, submission_path(home, str(app_version)),
-                         dump_json({**submission, "app_version": str(app_version), "submitted_at": now.isoformat()}))
-        result = SubmitResult("launched", decision.reason, str(app_version), now.isoformat(), driver.pid, driver.log,
-                              driver.host)
+        driver = launcher.launch(submission, driver_log_path(home, now))
+        home.record_launch({"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
+                            "app_version": version, "log": driver.log, "application_id": driver.application_id})
+        record_submission(home, submission, now)
+        result = SubmitResult(LAUNCHED, decision.reason, version, now.isoformat(), driver.pid, driver.log,
+                              driver.host, driver.application_id)
         record["after"] = result.to_dict()
         return result
+
+
+def replay(home: JobHome, app_version: str, launcher: Launcher, *, by: str | None = None,
+           cause: str | None = None, max_heartbeat_age: float = 30.0) -> SubmitResult:
+    """Start ``app_version`` exactly as it was last submitted to this job home (a rollback, a restart)."""
+    return submit(home, recorded_submission(home, app_version), launcher, by=by, cause=cause,
+                  max_heartbeat_age=max_heartbeat_age)
+
+
+def started_spec(submitted: SubmitResult, min_batches: int = 1) -> WatchSpec:
+    """What the wait for a submitted driver expects: RUNNING, with ``min_batches`` batches of a run that
+    started after the submit (a driver that was already running counts as it is)."""
+    newer = None if submitted.action == ALREADY_RUNNING else datetime.fromisoformat(submitted.submitted_at)
+    return WatchSpec.of([JobState.RUNNING], min_batches, newer)
+
+
+def look_started(home: JobHome, submitted: SubmitResult, min_batches: int = 1) -> dict[str, Any]:
+    """One look at a submitted driver: RUNNING with its batches, failed (its process exited first), or not
+    yet."""
+    return look_job(home, started_spec(submitted, min_batches), submitted.pid, submitted.host)
+
+
+def conclude_start(home: JobHome, submitted: SubmitResult, event: Mapping[str, Any],
+                   secrets: list[str] | None = None) -> dict[str, Any]:
+    """The end of the wait for a submitted driver: the running job (its generation, last batch, where the
+    generation started), or JobStateError with the driver's error and the end of its log."""
+    if event.get("status") != SUCCESS:
+        tail = log_tail(submitted.driver_log, secrets)
+        error = driver_error(tail)
+        raise JobStateError(
+            f"job {home.url} version {submitted.app_version} did not become healthy: {event.get('message')}"
+            + (f"\nthe driver's error: {error}" if error else "")
+            + (f"\n--- end of the driver log {submitted.driver_log} ---\n{tail}" if tail else ""))
+    job = dict(event.get("job") or {})
+    generation = job.get("generation")
+    return {**job, "app_version": submitted.app_version, "pid": submitted.pid, "driver_log": submitted.driver_log,
+            "submit": submitted.action,
+            "start_offsets": None if generation is None else home.generation_start_offsets(int(generation))}
+
+
+def submit_and_wait(home: JobHome, submission: Submission, launcher: Launcher, *, min_batches: int = 1,
+                    timeout: float = 600.0, poll: float = 1.0, secrets: list[str] | None = None,
+                    by: str | None = None, cause: str | None = None) -> tuple[SubmitResult, dict[str, Any]]:
+    """The whole submit in this process: launch (or find the driver that is there), wait until it runs."""
+    submitted = submit(home, submission, launcher, by=by, cause=cause)
+    event = wait(lambda: look_started(home, submitted, min_batches), timeout, poll)
+    return submitted, conclude_start(home, submitted, event, secrets)
 
 
 def _running_version(home: JobHome, status: Mapping[str, Any] | None) -> str | None:

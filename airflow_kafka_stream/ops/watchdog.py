@@ -1,48 +1,51 @@
 """The watchdog's run: observe the job, decide with ``core.watchdog``, restart it if it must.
 
-The restart itself is the caller's (``restart(home, version)`` starts the
-version recorded in job.json again, e.g. through the Airflow submit path);
-this module observes, keeps the watchdog's own memory (``control/watchdog.json``:
-since when the last committed batch has not moved), stops a stuck driver,
-and records every restart and every give-up in the history.
+A restart starts the running version again exactly as it was last submitted
+(``ops.submit.replay``) through the caller's launcher: ``spark-submit`` from the
+command line, ``SparkSubmitHook`` from Airflow. This module observes, keeps the
+watchdog's own memory (since when the last committed batch has not moved), stops
+a stuck driver, and records every restart and every give-up in the history.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import FAILED, STOPPED
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
-from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
-from airflow_kafka_stream.storage.files import dump_json, read_json, write_atomic
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
+from airflow_kafka_stream.ops.health import job_lag
+from airflow_kafka_stream.ops.launcher import Launcher
+from airflow_kafka_stream.ops.submit import LAUNCHED, SubmitResult, replay
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
-from airflow_kafka_stream.storage.processes import driver_gone, process_alive
+from airflow_kafka_stream.storage.processes import driver_gone, end_process, process_alive
 
 log = logging.getLogger(__name__)
 
-MEMORY = ("control", "watchdog.json")
 RESTART_OPERATION = "watchdog-restart"
 CAUSE = "watchdog"
 
 
 @dataclass(frozen=True)
 class WatchdogResult:
+    """What one watchdog run saw and did: its action and why, the lag it measured, and the restart."""
+
     action: str
     reason: str
     lag: int | None = None
-    restarted: dict[str, Any] | None = None
+    restarted: SubmitResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        found["restarted"] = self.restarted.to_dict() if self.restarted else None
+        return found
 
 
 #: Operations that start a new chapter: a deliberate submit, stop, restore or reset resets the restart budget.
@@ -66,29 +69,11 @@ def restarts_in_history(home: JobHome) -> list[datetime]:
     return found
 
 
-def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> int | None:
-    """Total lag behind the high watermarks of the job's partitions; None when it cannot be known."""
-    offsets = (status or {}).get("last_offsets")
-    if not kafka_config or not offsets:
-        return None
-    from airflow_kafka_stream.core.health import total_lag
-    from airflow_kafka_stream.core.offsets import TopicPartition
-    from airflow_kafka_stream.kafka.metadata import watermarks
-
-    try:
-        found = watermarks(kafka_config, [TopicPartition(t, int(p)) for t, parts in offsets.items() for p in parts])
-    except StreamError as exc:
-        log.warning("cannot read the watermarks for the lag: %s", exc)
-        return None
-    return total_lag(offsets, {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()})
-
-
 def starting_driver(home: JobHome, status: Mapping[str, Any] | None, now: datetime) -> str | None:
     """What says a driver was launched (a submit, a restart) and has not reported yet; None when none is."""
     from airflow_kafka_stream.core.submit_rules import launch_pending
-    from airflow_kafka_stream.ops.submit import launch_record
 
-    record = launch_record(home)
+    record = home.launch_record()
     if not launch_pending(status, record, process_alive((record or {}).get("pid"), (record or {}).get("host")), now):
         return None
     assert record is not None
@@ -109,20 +94,18 @@ def assess(home: JobHome, policy: Policy, *, now: datetime | None = None, lag: i
                   starting=starting_driver(home, status, now))
 
 
-def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
-          restart: Callable[[JobHome, str], dict[str, Any]], *, now: datetime | None = None, by: str | None = None,
-          kill_timeout: float = 60.0) -> WatchdogResult:
-    """One watchdog run. Raises JobStateError when it gives up on a crash loop."""
+def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy, launcher: Launcher, *,
+          now: datetime | None = None, by: str | None = None, kill_timeout: float = 60.0) -> WatchdogResult:
+    """One watchdog run: restart a dead or stuck job through ``launcher`` within the policy's limits, never a
+    stopped one. Raises JobStateError when it gives up on a crash loop."""
     now = now or datetime.now(UTC)
     status = home.status()
     lag = job_lag(kafka_config, status)
-    try:
-        previous = Progress.from_dict(read_json(home.fs, home.p(*MEMORY)))
-    except ValueError:
-        previous = None
+    memory = home.watchdog_memory()
+    previous = Progress.from_dict(memory) if memory else None
     decision = assess(home, policy, now=now, lag=lag, previous=previous, status=status or {})
     if decision.progress is not None:
-        write_atomic(home.fs, home.p(*MEMORY), dump_json(decision.progress.to_dict()))
+        home.write_watchdog_memory(decision.progress.to_dict())
     log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)
     if decision.action in (Action.NOTHING, Action.WAIT_BACKOFF):
         return WatchdogResult(decision.action.value, decision.reason, lag)
@@ -137,11 +120,15 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
     with recorded_operation(home, RESTART_OPERATION, args, by=by, lock=False) as record:
         if decision.action is Action.KILL_AND_RESTART:
             _stop_at_once(home, record["by"], kill_timeout)
-        started = restart(home, version)
-        record["after"] = started
-        if started.get("action") != "launched":  # a driver came back meanwhile: nothing was restarted
+        if not version:
+            raise JobStateError(f"job {home.url} records no application version to restart; submit it again",
+                                setting="app_version")
+        started = replay(home, version, launcher, by=record["by"], cause=CAUSE,
+                         max_heartbeat_age=policy.max_heartbeat_age)
+        record["after"] = started.to_dict()
+        if started.action != LAUNCHED:  # a driver came back meanwhile: nothing was restarted
             record["result"] = "skipped"
-            return WatchdogResult(Action.NOTHING.value, f"{decision.reason}; but {started.get('reason')}", lag, started)
+            return WatchdogResult(Action.NOTHING.value, f"{decision.reason}; but {started.reason}", lag, started)
     return WatchdogResult(decision.action.value, decision.reason, lag, started)
 
 
@@ -150,33 +137,17 @@ def _stop_at_once(home: JobHome, by: str, kill_timeout: float) -> None:
     home.request_stop(by, mode=STOP_MODE_KILL)
     deadline = time.monotonic() + kill_timeout
     while time.monotonic() < deadline:
-        if (home.status() or {}).get("state") in (STOPPED, FAILED):
+        if (home.status() or {}).get("state") in (JobState.STOPPED, JobState.FAILED):
             return
         time.sleep(1.0)
     status = home.status() or {}
     pid = status.get("pid")
     if status.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0:
         log.warning("job %s: the stuck driver (pid %s) did not answer the kill request; sending SIGKILL", home.url, pid)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _wait_gone(pid, 15.0)
+        end_process(pid, status.get("host"), grace_seconds=0.0, group=False)
         # The driver can no longer say how it ended: record it, so nothing mistakes it for a live one.
-        ended = {**status, "state": FAILED, "error": f"killed by the watchdog (pid {pid}): stuck",
-                 "stopped_at": datetime.now(UTC).isoformat()}
-        write_atomic(home.fs, home.p("status.json"), dump_json(ended))
+        home.mark_driver_killed(status, f"killed by the watchdog (pid {pid}): stuck")
         return
     raise OperationIncompleteError(
         f"job {home.url}: the stuck driver did not answer the kill request within {kill_timeout:.0f}s and runs on "
         f"{status.get('host')} (pid {pid}): kill it there; the request stays in control/stop")
-
-
-def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)

@@ -28,7 +28,7 @@ def process_alive(pid: object, host: object) -> bool | None:
         return True
 
 
-def driver_gone(status: Mapping[str, Any] | None) -> bool:
+def driver_gone(status: Mapping[str, Any] | StatusDocument | None) -> bool:
     """Whether a status's driver is known to be gone: its Python process (``pid``) and the JVM it drives
     (``jvm_pid``) both ran on this host and neither is alive.
 
@@ -36,7 +36,36 @@ def driver_gone(status: Mapping[str, Any] | None) -> bool:
     without ``jvm_pid`` (an older runtime), or from another host, cannot be answered here: False, so the
     heartbeat alone decides.
     """
-    if not status or status.get("jvm_pid") is None:
+    document = StatusDocument.of(status)
+    if document is None or document.jvm_pid is None:
         return False
-    host = status.get("host")
-    return process_alive(status.get("pid"), host) is False and process_alive(status.get("jvm_pid"), host) is False
+    return (process_alive(document.pid, document.host) is False
+            and process_alive(document.jvm_pid, document.host) is False)
+
+
+def end_process(pid: object, host: object, grace_seconds: float = 5.0, group: bool = True) -> bool:
+    """End a driver process of this host: SIGTERM, then SIGKILL after ``grace_seconds``; True once it is gone.
+
+    With ``group`` the signal goes to its process group (a driver is started in a session of its own, so its
+    JVM goes with it). False when it cannot be ended from here (another host, not permitted) or outlived
+    both signals.
+    """
+    import signal
+    import time
+
+    if process_alive(pid, host) is not True:
+        return process_alive(pid, host) is False
+    assert isinstance(pid, int)
+    for sig, wait in ((signal.SIGTERM, grace_seconds), (signal.SIGKILL, 15.0)):
+        try:
+            (os.killpg if group else os.kill)(pid, sig)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        deadline = time.monotonic() + wait
+        while process_alive(pid, host) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not process_alive(pid, host):
+            return True
+    return False

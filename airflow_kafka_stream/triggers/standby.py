@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_stream.triggers.polling import WAITING, poll_until_done
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
 class StreamStandbyReadyTrigger(BaseTrigger):
@@ -41,15 +41,12 @@ class StreamStandbyReadyTrigger(BaseTrigger):
                  "poll_seconds": self.poll_seconds, "timeout_seconds": self.timeout_seconds})
 
     def poll(self) -> dict[str, Any]:
-        """One look at the standby (blocking: it reads storage)."""
-        from airflow_kafka_stream.core.standby import Readiness
+        """One look at the standby (blocking: it reads storage), as ``ops.standby.look_standby`` takes it."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.standby import StandbyHandle, look_ready
+        from airflow_kafka_stream.ops.standby import StandbyHandle, look_standby
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
-        verdict, _record = look_ready(home, StandbyHandle.of(self.standby))
-        state = {Readiness.READY: "success", Readiness.FAILED: "failed"}.get(verdict.outcome, WAITING)
-        return {"status": state, "message": verdict.message}
+        return look_standby(home, StandbyHandle.of(self.standby))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         self.log.info("waiting up to %.0fs for the standby of version %s of job %s to be ready",

@@ -20,9 +20,9 @@ import pytest
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.ops.launcher import LaunchedDriver, Launcher, Submission
 from airflow_kafka_stream.ops.standby import hand_over, launch_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
-from airflow_kafka_stream.ops.submit import LaunchedDriver
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.processes import process_alive
 from tests.conftest import ROOT
@@ -58,11 +58,16 @@ class RunningJob:
         self.procs.append(proc)
         return proc
 
-    def launcher(self, version: str, app: Path | None = None):
-        """What ops.standby.launch_standby calls: start this version with the standby's environment."""
-        def launch(log: str, env) -> LaunchedDriver:
-            return LaunchedDriver(self.start(version, app, dict(env), log).pid, socket.gethostname(), log)
-        return launch
+    def launcher(self, app: Path | None = None) -> Launcher:
+        """What ops.standby.launch_standby calls: start the submitted version with the standby's environment."""
+        job = self
+
+        class DirectLauncher:
+            def launch(self, submission: Submission, log: str, extra_env=None) -> LaunchedDriver:
+                started = job.start(submission.app_version, app, dict(extra_env or {}), log)
+                return LaunchedDriver(started.pid, socket.gethostname(), log)
+
+        return DirectLauncher()
 
     def status(self) -> dict:
         return self.jobhome.status() or {}
@@ -108,21 +113,21 @@ def runs_untouched(job: RunningJob, before: dict) -> None:
 def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouched(job):
     before = job.status()
     # 1. A broken version: its driver exits before it registers; the upgrade fails before any downtime.
-    broken = launch_standby(job.jobhome, "2", job.launcher("2", APPS / "broken_version.py"))
+    broken = launch_standby(job.jobhome, Submission("2"), job.launcher(APPS / "broken_version.py"))
     with pytest.raises(JobStateError, match="failed before any downtime: the standby's process exited") as failed:
         wait_ready(job.jobhome, broken, timeout=120, poll=0.2)
     assert "old version keeps running untouched" in str(failed.value)
     assert "a dependency this build needs is missing" in str(failed.value), "the standby's log tail is shown"
     # 2. A version that never comes up: while it starts, a second standby is refused; at its timeout it is ended.
-    unready = launch_standby(job.jobhome, "3", job.launcher("3", APPS / "unready_version.py"))
+    unready = launch_standby(job.jobhome, Submission("3"), job.launcher(APPS / "unready_version.py"))
     with pytest.raises(JobStateError, match="two standbys for one job are refused"):
-        launch_standby(job.jobhome, "4", job.launcher("4"))
+        launch_standby(job.jobhome, Submission("4"), job.launcher())
     with pytest.raises(JobStateError, match="not ready within 3s"):
         wait_ready(job.jobhome, unready, timeout=3, poll=0.2)
     assert process_alive(unready.pid, unready.host) is False, "the unready standby's process was ended"
     assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
     # 3. An abandoned upgrade's standby, ended by an operator at a terminal; `status` shows it until then.
-    abandoned = launch_standby(job.jobhome, "5", job.launcher("5", APPS / "unready_version.py"))
+    abandoned = launch_standby(job.jobhome, Submission("5"), job.launcher(APPS / "unready_version.py"))
     shown = json.loads(cli_subprocess("status", "--job-home", job.home, "--json").stdout)
     assert (shown["running"], shown["standby"]["version"], shown["standby"]["pid"]) == (True, "5", abandoned.pid)
     ended = cli_subprocess("standby", "end", "--job-home", job.home, "--reason", "upgrade abandoned")
@@ -141,7 +146,7 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
 def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts_cleanly(job):
     # 1. Killed while it warms up (or waits, ready): the old version runs on untouched.
     before = job.status()
-    first = launch_standby(job.jobhome, "2", job.launcher("2"))
+    first = launch_standby(job.jobhome, Submission("2"), job.launcher())
     seen = wait_for(lambda: (job.jobhome.read_control(STANDBY_RECORD) or {}).get("state") in
                     (rules.STARTING, rules.READY) and job.jobhome.read_control(STANDBY_RECORD)["state"],
                     "the standby to register", 240)
@@ -150,7 +155,7 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
 
     # 2. Killed after the old version stopped with its savepoint, before the go: the handoff is refused,
     #    and the job (stopped, savepoint taken) starts again cold from its checkpoint.
-    second = launch_standby(job.jobhome, "2", job.launcher("2"))  # the killed one no longer counts as live
+    second = launch_standby(job.jobhome, Submission("2"), job.launcher())  # the killed one no longer counts as live
     wait_ready(job.jobhome, second, timeout=240, poll=0.2)
     stopped = stop_job(job.jobhome, timeout=60, savepoint=True, poll=0.2)
     assert stopped.was_running and stopped.savepoint.id
@@ -162,10 +167,10 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
 
     # 3. Killed right after the go, while it takes the job: the job starts again cleanly at once (the lock and
     #    the fresh STARTING heartbeat it may have left are its gone process's, so neither holds the start up).
-    third = launch_standby(job.jobhome, "3", job.launcher("3"))
+    third = launch_standby(job.jobhome, Submission("3"), job.launcher())
     wait_ready(job.jobhome, third, timeout=240, poll=0.2)
     handed = hand_over(job.jobhome, third, stop_job(job.jobhome, timeout=60, savepoint=True, poll=0.2))
-    assert handed["pid"] == third.pid
+    assert handed.pid == third.pid and handed.action == "handed-over"
     wait_for(lambda: (job.jobhome.read_control(STANDBY_RECORD) or {}).get("state") != rules.READY,
              "the standby to take the go")
     job.kill(third.pid)
