@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Outcome, Verdict, WatchSpec, judge
 
 
@@ -67,7 +68,7 @@ class HealthSpec:
             raise ValueError(f"startup_seconds must be >= 0, got {self.startup_seconds!r}")
 
     def watch(self) -> WatchSpec:
-        return WatchSpec.of(["RUNNING"], self.min_batches, self.newer_than, self.max_heartbeat_age)
+        return WatchSpec.of([JobState.RUNNING], self.min_batches, self.newer_than, self.max_heartbeat_age)
 
 
 def total_lag(last_offsets: Mapping[str, Mapping[str, int]] | None, highs: Mapping[tuple[str, int], int]) -> int:
@@ -166,5 +167,5 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
 
 def judge_started(status: Mapping[str, Any] | None, spec: HealthSpec, now: datetime) -> bool:
     """Whether ``status`` is this run's and the job is RUNNING with a fresh heartbeat: a lag sample counts."""
-    verdict = judge(status, WatchSpec.of(["RUNNING"], 0, spec.newer_than, spec.max_heartbeat_age), now)
+    verdict = judge(status, WatchSpec.of([JobState.RUNNING], 0, spec.newer_than, spec.max_heartbeat_age), now)
     return verdict.outcome is Outcome.SUCCESS

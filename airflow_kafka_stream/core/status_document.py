@@ -166,6 +166,17 @@ class StatusDocument:
             raw=dict(raw),
         )
 
+    @classmethod
+    def of(cls, status: Mapping[str, Any] | StatusDocument | None) -> StatusDocument | None:
+        """The typed document of a status given either way (raw as read, or already parsed)."""
+        return status if isinstance(status, StatusDocument) else cls.parse(status)
+
+    @property
+    def started_text(self) -> str | None:
+        """``started_at`` as written (a time that did not parse is shown as it is)."""
+        value = self.raw.get("started_at")
+        return None if value is None else str(value)
+
     def to_dict(self) -> dict[str, Any]:
         """The raw document as read (a copy)."""
         return dict(self.raw)

@@ -120,7 +120,8 @@ def _wait_caught_up(home, bootstrap: str, timeout: float = 180.0) -> bool:
     while time.monotonic() < deadline:
         highs = {str(tp.partition): high for tp, (_low, high) in
                  watermarks({"bootstrap.servers": bootstrap}, partitions).items()}
-        if (home.status() or {}).get("last_offsets") == {TOPIC: highs}:
+        status = home.status_document()
+        if status is not None and status.last_offsets == {TOPIC: highs}:
             return True
         time.sleep(1)
     return False
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_kafka_stream.devstack.broker import start_local_broker
     from airflow_kafka_stream.ops import verify
     from airflow_kafka_stream.ops.context import build_context
+    from airflow_kafka_stream.storage import layout
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     work = Path(args.workdir).resolve()
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             demo.stack = _start_stack(demo)
         where = f"a standalone cluster at {cluster.master_url} (2 workers x 1 core)" if cluster else "local[2]"
         print(f"airflow-kafka-stream demo: Airflow on SQLite, Spark {where}, Kafka broker at {broker.bootstrap_servers}")
-        print(f"  (Airflow's and Spark's output: {demo.log}; drivers' logs: {demo.home}/logs)\n", flush=True)
+        print(f"  (Airflow's and Spark's output: {demo.log}; drivers' logs: {home.p(*layout.LOGS)})\n", flush=True)
         # Kept alive until its futures resolve; log_level 2 keeps its "disconnected" at the broker's stop off the screen.
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 2})
         for future in admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
@@ -187,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                  datetime=at, execute=True)
 
         spec, status = home.spec(), home.status() or {}
-        savepoints = sorted(p.name for p in (demo.home / "savepoints").iterdir()) if (
-            demo.home / "savepoints").exists() else []
+        kept = Path(home.p(*layout.SAVEPOINTS))
+        savepoints = sorted(p.name for p in kept.iterdir()) if kept.exists() else []
         report = verify.verify(build_context(job_home=str(demo.home)))
         in_sync = all(p.group_offset == p.checkpoint_offset for p in (v.observation for v in report.partitions))
         reset_record = next((r for r in reversed(home.history()) if r.get("operation") == "reset"), {})
@@ -253,10 +255,10 @@ def _stop_drivers(home: Path) -> None:
 
     from airflow_kafka_stream.storage.jobhome import JobHome
 
-    status = JobHome(str(home)).status() or {}
-    if status.get("state") in ("STARTING", "RUNNING", "DRAINING") and isinstance(status.get("pid"), int):
+    status = JobHome(str(home)).status_document()
+    if status is not None and status.is_live and status.pid is not None:
         try:
-            os.kill(status["pid"], signal.SIGTERM)
+            os.kill(status.pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
 

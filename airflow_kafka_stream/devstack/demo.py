@@ -55,7 +55,8 @@ def _wait_consumed(home, expected_total: int, timeout: float, proc: subprocess.P
         if proc.poll() is not None:
             raise SystemExit(f"the pipeline exited early with code {proc.returncode}; see its log above")
         status = home.status() or {}
-        offsets = status.get("last_offsets") or {}
+        document = home.status_document()
+        offsets = (document.last_offsets if document else None) or {}
         consumed = sum(int(v) for parts in offsets.values() for v in parts.values()) if offsets else 0
         if consumed >= expected_total:
             return status
@@ -69,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=".demo")
     args = parser.parse_args(argv)
 
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.devstack.broker import start_local_broker
     from airflow_kafka_stream.ops import inspect, reset, stop, verify
     from airflow_kafka_stream.ops.context import build_context
+    from airflow_kafka_stream.render.checkpoint import position_text, verify_text
+    from airflow_kafka_stream.render.job import stop_text
+    from airflow_kafka_stream.render.reset import plan_text
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     work = Path(args.workdir).resolve()
@@ -108,19 +111,19 @@ def main(argv: list[str] | None = None) -> int:
 
             ctx = build_context(job_home=str(home_dir), bootstrap_servers=bootstrap, group=GROUP)
             print("\n== checkpoint position")
-            print(cli_render.position_text(inspect.position(ctx)))
+            print(position_text(inspect.position(ctx)))
             print("\n== verify group offsets against the checkpoint")
-            print(verify.verify(ctx, stall_threshold="PT10M").to_table())
+            print(verify_text(verify.verify(ctx, stall_threshold="PT10M")))
 
             print("\n== graceful stop with savepoint")
             result = stop.stop_job(home, timeout=120, savepoint=True, app_version="demo-1")
-            print(cli_render.stop_text(result))
+            print(stop_text(result))
             code = proc.wait(120)
             print(f"== pipeline exited with code {code}")
 
             print("\n== what a reset to earliest would do (dry run, nothing changes)")
             request = reset.ResetRequest("to-earliest")
-            print(reset.plan(ctx, request).to_table())
+            print(plan_text(reset.plan(ctx, request)))
             print("\n== the job's history")
             for record in home.history():
                 print(f"{record['started_at'][:19]}  {record['operation']:<16} {record['result']}")

@@ -11,6 +11,8 @@ from datetime import UTC, datetime, tzinfo
 from html import escape
 from typing import Any
 
+from airflow_kafka_stream.core.job_state import JobState
+
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1a202c;font-size:14px}
 h1{font-size:20px;margin:0 0 12px} h2{font-size:17px;margin:24px 0 6px} h3{font-size:14px;margin:16px 0 6px}
@@ -21,7 +23,8 @@ th{background:#edf2f7} td.num{text-align:right;font-variant-numeric:tabular-nums
 svg text{font-size:11px;fill:#4a5568}
 """
 
-BAD_STATUSES = {"PARTITION_GONE", "OUT_OF_RANGE", "STALLED", "FAILED"}
+#: Partition statuses (verify's) and the job state that are shown as bad.
+BAD_STATUSES = {"PARTITION_GONE", "OUT_OF_RANGE", "STALLED", JobState.FAILED}
 
 
 def page(title: str, views: Sequence[dict[str, Any]], intro: str = "", tz: tzinfo = UTC,
@@ -113,7 +116,7 @@ def _cell(value: Any, num: bool = False, css: str = "") -> str:
 def _summary(s: dict[str, Any]) -> str:
     age = s.get("heartbeat_age_seconds")
     state_css = "bad" if str(s.get("state", "")).split(" ")[0] in BAD_STATUSES or "no heartbeat" in str(
-        s.get("state")) else "OK" if s.get("state") == "RUNNING" else ""
+        s.get("state")) else "OK" if s.get("state") == JobState.RUNNING else ""
     rows = [("State", _cell(s.get("state"), css=state_css)),
             ("Application version", _cell(s.get("app_version"))),
             ("Heartbeat age", _cell(f"{age:.1f} s" if age is not None else None)),

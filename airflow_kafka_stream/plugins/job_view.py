@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.redaction import redact, redact_text, secret_values
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 #: Savepoints whose checksums the page checks on each view (newest first); older ones say "not checked".
@@ -43,10 +44,16 @@ def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[
         return view
     view["summary"] = section("summary", lambda: summary(home, now))
     view["partitions"] = section("partitions", lambda: partitions(home, kafka_config))
-    view["lag_samples"] = ((home.status() or {}).get("lag_samples") or []) if view["summary"] else []
+    view["lag_samples"] = _lag_samples(home) if view["summary"] else []
     view["savepoints"] = section("savepoints", lambda: savepoints(home))
     view["history"] = section("history", lambda: history(home))
     return view
+
+
+def _lag_samples(home: JobHome) -> list[Any]:
+    """The recent lag samples the running job keeps in its status, for the page's plot."""
+    status = home.status_document()
+    return list(status.lag_samples) if status is not None else []
 
 
 def _home(url: str, storage_options: dict[str, Any] | None) -> JobHome:
@@ -122,7 +129,7 @@ def savepoints(home: JobHome) -> list[dict[str, Any]]:
 
 def _size(home: JobHome, savepoint_id: str) -> int | None:
     try:
-        return int(home.fs.du(home.p("savepoints", savepoint_id), total=True))
+        return int(home.fs.du(home.p(*layout.savepoint(savepoint_id)), total=True))
     except (OSError, ValueError):
         return None
 

@@ -7,6 +7,8 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_kafka_stream.core.status_document import StatusDocument
+
 
 def process_alive(pid: object, host: object) -> bool | None:
     """True or False for a process of this host; None when it ran elsewhere (or the pid is unusable).

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_kafka_stream.core.job_state import ALL_STATES, FINAL_STATES, LIVE_STATES, JobState  # noqa: F401
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
 from airflow_kafka_stream.storage.layout import STATUS
 
@@ -36,8 +37,6 @@ ACTIVE_STATES = LIVE_STATES
 
 if TYPE_CHECKING:
     from airflow_kafka_stream.core.liveness import Liveness
-    from airflow_kafka_stream.core.status_document import StatusDocument
-
 STATUS_FILE = "/".join(STATUS)
 
 #: A heartbeat older than this many intervals means the driver is gone.
@@ -94,7 +93,8 @@ def observe_liveness(status: Mapping[str, Any] | None, now: float | datetime,
     from airflow_kafka_stream.core.liveness import liveness
     from airflow_kafka_stream.storage.processes import driver_gone
 
-    gone = driver_gone(status) if status and status.get("state") in ACTIVE_STATES else None
+    document = StatusDocument.parse(status)
+    gone = driver_gone(document) if document is not None and document.is_live else None
     return liveness(status, now=now, processes_gone=gone, max_heartbeat_age=max_heartbeat_age)
 
 
@@ -102,7 +102,8 @@ def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_se
     """The heartbeat half of the rule with a limit already worked out (``max_heartbeat_age``): an active state
     and a heartbeat no older than ``max_age_seconds`` (one from the future counts as fresh). Operations use
     :func:`observe_liveness`, which also knows a driver gone from this host."""
-    if not status or status.get("state") not in ACTIVE_STATES:
+    document = StatusDocument.parse(status)
+    if document is None or not document.is_live:
         return False
     age = heartbeat_age(status, now)
     return age is not None and age <= max_age_seconds

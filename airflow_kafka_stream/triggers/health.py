@@ -17,7 +17,9 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 
 def read_status(job_home: str, storage_conn_id: str | None) -> dict[str, Any] | None:
@@ -29,7 +31,8 @@ def read_status(job_home: str, storage_conn_id: str | None) -> dict[str, Any] | 
 def sample_if_running(kafka_conn_id: str, job_home: str, status: dict[str, Any] | None, spec: HealthSpec,
                       now: datetime, samples: list[LagSample]) -> None:
     """Add a lag sample while this run of the job is RUNNING with a fresh heartbeat."""
-    if status and status.get("state") == "RUNNING" and judge_started(status, spec, now):
+    doc = StatusDocument.parse(status)
+    if doc is not None and doc.state is JobState.RUNNING and judge_started(status, spec, now):
         samples.append(lag_sample(kafka_conn_id, job_home, status, now))
 
 
@@ -49,9 +52,10 @@ def partition_highs(kafka_conn_id: str, job_home: str, last_offsets: dict[str, d
 def lag_sample(kafka_conn_id: str, job_home: str, status: dict[str, Any], now: datetime) -> LagSample:
     from airflow_kafka_stream.core.health import total_lag
 
-    offsets = status.get("last_offsets") or {}
+    doc = StatusDocument.parse(status)
+    offsets = (doc.last_offsets if doc else None) or {}
     return LagSample(now, total_lag(offsets, partition_highs(kafka_conn_id, job_home, offsets)),
-                     int(status.get("batches_this_run") or 0))
+                     (doc.batches_this_run if doc else None) or 0)
 
 
 class StreamJobHealthTrigger(BaseTrigger):
