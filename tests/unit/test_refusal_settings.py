@@ -1,7 +1,7 @@
 """Every refusal names the settings that get the user out, and each front end spells them its own way.
 
 The operations (``ops/``, ``core/``) name settings (``drop_state``, ``scope``...) in ``StreamError.settings``;
-the CLI adds the flag of each (``cli_render.OPTION_OF_SETTING``), an operator its parameter
+the CLI adds the flag of each (``cli.flags.OPTION_OF_SETTING``), an operator its parameter
 (``operators/refusals.py``). A refusal with several reasons names them all in one message.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from airflow_kafka_stream import errors
 from airflow_kafka_stream.cli import build_parser
-from airflow_kafka_stream.cli_render import OPTION_OF_SETTING, refusal_text
+from airflow_kafka_stream.cli.flags import OPTION_OF_SETTING, refusal_text
 from airflow_kafka_stream.core.sink import Sink
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals, StreamError
 from airflow_kafka_stream.operators.refusals import parameter_for, refusals_name_parameters
@@ -62,9 +62,9 @@ NO_SETTING = {
         (1, "the query reads a partition in two sources: its design, not a setting"),
     ("core/offsets.py", "parse_offsets_json", "CheckpointFormatError"):
         (6, "parses stored offsets as well as values; a caller parsing a user's value re-raises naming it "
-            "(reset_plan._offsets_json)"),
-    ("core/reset_plan.py", "ResetStrategy.by_duration", "OffsetPlanError"): (1, "the caller's clock, not input"),
-    ("core/reset_plan.py", "parse_strategy", "OffsetPlanError"): (1, "the caller's clock, not input"),
+            "(reset_strategy._offsets_json)"),
+    ("core/reset_strategy.py", "ResetStrategy.by_duration", "OffsetPlanError"): (1, "the caller's clock, not input"),
+    ("core/reset_strategy.py", "parse_strategy", "OffsetPlanError"): (1, "the caller's clock, not input"),
     ("core/reset_plan.py", "_planned_row", "OffsetPlanError"): (1, "the caller fetched no watermarks: a bug"),
     ("core/reset_plan.py", "_requested", "OffsetPlanError"): (1, "the caller looked up no offsets: a bug"),
     ("core/savepoint_manifest.py", "*", "SavepointError"):
@@ -82,11 +82,14 @@ OPERATOR_ONLY = {
     "job_home_shared": ("the CLI does not submit jobs", "StreamSubmitOperator"),
     "application": ("the CLI does not submit jobs", "StreamSubmitOperator"),
     "takeover_stopped": ("the CLI does not run upgrades", "UpgradeSubmitOperator"),
+    "poll_seconds": ("the CLI looks at the job in its own loop", "StreamStopOperator"),
+    "spark_conn_id": ("the CLI launches spark-submit itself, with --master", "StreamSubmitOperator"),
 }
 #: Settings no operator takes, each with why.
 CLI_ONLY = {
     "command_config": "operators take Kafka client settings from a connection, not a properties file",
     "checkpoint": "operators work on a job home's current checkpoint, never a bare one",
+    "spark_submit": "operators launch through SparkSubmitHook, which finds spark-submit from the connection",
 }
 #: Settings passed to a refusal through a variable (``setting=setting``), as their callers give them.
 INDIRECT = {"job_home", "checkpoint", "bootstrap_servers", "group", "stall_threshold", "max_age"}

@@ -45,4 +45,4 @@ def test_told_to_it_takes_over_a_job_that_stopped_by_itself(ready_standby):
     home, handle, _ = ready_standby
     result = hand_over(home, handle, {"was_running": False, "state": "FAILED"}, takeover_stopped=True)
     go = home.read_control(STANDBY_GO)
-    assert (go["action"], go["token"], result["action"]) == (rules.GO, "tok", "handed-over")
+    assert (go["action"], go["token"], result.action) == (rules.GO, "tok", "handed-over")
