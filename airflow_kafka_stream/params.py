@@ -13,9 +13,9 @@ import os
 
 from airflow.sdk import Param
 
-from airflow_kafka_stream.core.reset_plan import StrategyKind
+from airflow_kafka_stream.core.reset_strategy import StrategyKind
 
-STRATEGIES = [kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED] + ["to-savepoint"]
+STRATEGIES = [kind.value for kind in StrategyKind.choices()]
 
 
 def _env(name: str, default: str) -> str:

@@ -23,10 +23,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.core.reset_plan import ResetStrategy, parse_scope
+from airflow_kafka_stream.core.reset_scope import parse_scope
+from airflow_kafka_stream.core.reset_strategy import ResetStrategy
 from airflow_kafka_stream.kafka.control_inputs import plan_job_reset, verify_job
 from airflow_kafka_stream.kafka.groups import alter_group_offsets
 from airflow_kafka_stream.kafka.metadata import forget_clients
+from airflow_kafka_stream.render.checkpoint import verify_text
+from airflow_kafka_stream.render.reset import plan_text
 
 SIZES = (10, 1000)
 REPEATS = int(os.environ.get("BENCH_CONTROL_REPEATS", "5"))
@@ -101,12 +104,12 @@ def main() -> int:
             def verify(name=name, group=group, checkpoint=checkpoint, now=now):
                 result = verify_job(config, group, checkpoint, [name], now=now, last_batch_at=now,
                                     stall_after=timedelta(minutes=15))
-                assert len(result.partitions) == len(checkpoint), result.to_table()
+                assert len(result.partitions) == len(checkpoint), verify_text(result)
 
             def reset_plan(name=name, group=group, checkpoint=checkpoint):
                 plan = plan_job_reset(config, group, checkpoint, [name], ResetStrategy.to_datetime(between),
                                       parse_scope(None))
-                assert set(plan.checkpoint_offsets().values()) == {1}, plan.to_table()
+                assert set(plan.checkpoint_offsets().values()) == {1}, plan_text(plan)
 
             timings["verify"][size] = median_seconds(verify)
             timings["reset_plan"][size] = median_seconds(reset_plan)

@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     except StreamError as exc:
-        from airflow_kafka_stream.cli_render import refusal_text
+        from airflow_kafka_stream.cli.flags import refusal_text
 
         print(f"error: {refusal_text(str(exc), exc.settings)}", file=sys.stderr)
         return EXIT_REFUSED

@@ -36,57 +36,58 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops.inspect import job_status
+    from airflow_kafka_stream.render.job import status_text
 
     status = job_status(job_home(args))
-    emit(args, status.to_dict(), cli_render.status_text(status))
+    emit(args, status.to_dict(), status_text(status))
     return EXIT_OK if status.running else EXIT_PROBLEMS
 
 
 def _cmd_checkpoint(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import inspect
+    from airflow_kafka_stream.render.checkpoint import fsck_text, position_text, repair_text
 
     ctx = context(args)
     if args.action == "repair":
         result = inspect.repair(ctx)
-        emit(args, result.to_dict(), cli_render.repair_text(result))
+        emit(args, result.to_dict(), repair_text(result))
         return EXIT_OK
     if args.action == "fsck":
         report = inspect.fsck(ctx)
-        emit(args, report.to_dict(), report.render())
+        emit(args, report.to_dict(), fsck_text(report))
         return EXIT_OK if report.ok else EXIT_PROBLEMS
     seeded = inspect.unstarted(ctx)
     if seeded is not None:
         emit(args, seeded.to_dict(), seeded.describe())
         return EXIT_OK
     position = inspect.position(ctx)
-    emit(args, position.to_dict(), cli_render.position_text(position))
+    emit(args, position.to_dict(), position_text(position))
     return EXIT_OK
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import verify
+    from airflow_kafka_stream.render.checkpoint import verify_text
 
     result = verify.verify(context(args), stall_threshold=args.stall_threshold)
-    emit(args, result.to_dict(), result.to_table())
+    emit(args, result.to_dict(), verify_text(result))
     return result.exit_code
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops.operation import history
+    from airflow_kafka_stream.render.job import history_text
 
-    records = history(job_home(args))
-    lines = [f"{r.get('started_at', '?')}  {r.get('operation', '?'):<18} {r.get('result', '?'):<8} {r.get('by', '')}"
-             + (f"  {r['error']}" if r.get("error") else "") for r in records]
-    emit(args, records, "\n".join(lines) or "(no operations recorded)")
+    found = history(job_home(args))
+    emit(args, found.records(), history_text(found))
     return EXIT_OK
 
 
 def _cmd_unlock(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops.operation import unlock
+    from airflow_kafka_stream.render.job import unlock_text
 
-    held = unlock(job_home(args))
-    emit(args, {"released": held}, f"released lock {held}" if held else "the job home was not locked")
+    result = unlock(job_home(args))
+    emit(args, result.to_dict(), unlock_text(result))
     return EXIT_OK

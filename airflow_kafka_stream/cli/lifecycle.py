@@ -28,12 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_stop(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import stop
+    from airflow_kafka_stream.render.job import stop_text
 
     result = stop.stop_job(job_home(args), timeout=args.timeout, savepoint=args.savepoint,
                            app_version=args.app_version, on_timeout=args.on_timeout)
-    emit(args, result.to_dict(), cli_render.stop_text(result))
+    emit(args, result.to_dict(), stop_text(result))
     return EXIT_OK
 
 

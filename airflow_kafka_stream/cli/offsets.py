@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 
 from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, context, emit, job_args, nonempty, sink_args
+from airflow_kafka_stream.cli.flags import strategy_flag
+from airflow_kafka_stream.core.reset_strategy import StrategyKind, ValueKind
+
+#: What a dry run adds to its plan: how to apply it.
+DRY_RUN_TRAILER = "\n\nDry run: nothing changed. Run again with --execute to apply this plan."
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,15 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reset", help="plan (default) or execute an offset reset of checkpoint and group together")
     job_args(p)
     strategy = p.add_mutually_exclusive_group(required=True)
-    strategy.add_argument("--to-current", action="store_true", help="the checkpoint's position (aligns the group)")
-    strategy.add_argument("--to-offset", type=nonempty, help="an offset for every partition in scope, or topic:partition=offset,...")
-    strategy.add_argument("--to-datetime", type=nonempty, help="ISO 8601 time with a zone, e.g. 2026-11-22T10:00:00+01:00")
-    strategy.add_argument("--to-earliest", action="store_true", help="the low watermark")
-    strategy.add_argument("--to-latest", action="store_true", help="the high watermark")
-    strategy.add_argument("--shift-by", type=int, help="move by N (negative goes back)")
-    strategy.add_argument("--by-duration", type=nonempty, help="ISO 8601 duration back from now, e.g. PT1H")
-    strategy.add_argument("--from-file", type=nonempty, help="CSV topic,partition,offset (as written by --export)")
-    strategy.add_argument("--to-savepoint", type=nonempty, help="the offsets recorded in a savepoint of this job")
+    for kind in StrategyKind.choices():  # one option per strategy, named as kafka-consumer-groups.sh names it
+        if kind.value_kind is ValueKind.NONE:
+            strategy.add_argument(strategy_flag(kind), action="store_true", help=kind.summary)
+        else:
+            strategy.add_argument(strategy_flag(kind), help=kind.summary,
+                                  type=int if kind.value_kind is ValueKind.INTEGER else nonempty)
     p.add_argument("--topic", action="append", default=[], type=nonempty, help="scope: TOPIC or TOPIC:0,1 (repeatable)")
     p.add_argument("--timezone", type=nonempty, help="zone for a --to-datetime given without one, e.g. Europe/Berlin")
     mode = p.add_mutually_exclusive_group()
@@ -37,39 +39,26 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_reset(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import reset
+    from airflow_kafka_stream.render.reset import reset_run_text
 
-    ctx = context(args)
-    request = _reset_request(args)
-    if not args.execute:
-        plan = reset.plan(ctx, request)
-        if args.export:
-            reset.export_csv(plan, args.export)
-        emit(args, plan.to_dict(), plan.to_table() + "\n\nDry run: nothing changed. "
-              "Run again with --execute to apply this plan.")
+    mode = reset.ResetMode.EXECUTE if args.execute else reset.ResetMode.DRY_RUN
+    run = reset.run(context(args), _reset_request(args), mode, export=args.export, drop_state=args.drop_state,
+                    allow_sink_batch_log=args.allow_sink_batch_log)
+    if run.outcome is None:
+        emit(args, run.plan.to_dict(), reset_run_text(run) + DRY_RUN_TRAILER)
         return EXIT_OK
-    outcome = reset.execute(ctx, request, drop_state=args.drop_state,
-                            allow_sink_batch_log=args.allow_sink_batch_log, export=args.export)
-    emit(args, outcome.to_dict(), cli_render.reset_outcome_text(outcome))
-    return EXIT_OK if outcome.verified else EXIT_PROBLEMS
+    emit(args, run.outcome.to_dict(), reset_run_text(run))
+    return EXIT_OK if run.ok else EXIT_PROBLEMS
 
 
 def _reset_request(args: argparse.Namespace):
     from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.reset import ResetRequest
 
-    for attr, name in _STRATEGY_FLAGS.items():
-        value = getattr(args, attr, None)
+    for kind in StrategyKind.choices():
+        value = getattr(args, kind.value.replace("-", "_"), None)
         if value is not None and value is not False:
-            return ResetRequest(name, None if value is True else str(value), list(args.topic or []),
+            return ResetRequest(kind, None if value is True else str(value), list(args.topic or []),
                                 args.timezone, bool(args.strict))
     raise InvalidInputError("choose a reset strategy, e.g. --to-current or --to-datetime 2026-11-22T10:00:00Z")
-
-
-#: reset's strategy flags -> strategy names understood by core.reset_plan.parse_strategy.
-_STRATEGY_FLAGS = {
-    "to_current": "to-current", "to_offset": "to-offset", "to_datetime": "to-datetime",
-    "to_earliest": "to-earliest", "to_latest": "to-latest", "shift_by": "shift-by",
-    "by_duration": "by-duration", "from_file": "from-file", "to_savepoint": "to-savepoint",
-}

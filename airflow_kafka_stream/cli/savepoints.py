@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("restore", help="start a new checkpoint generation from a savepoint")
     job_args(p, checkpoint=False, kafka=False)
-    p.add_argument("--savepoint", required=True, type=nonempty, help="the savepoint id")
+    p.add_argument("--savepoint", required=True, type=nonempty, help="the savepoint id, or latest (the newest)")
     p.add_argument("--drop-state", action="store_true",
                    help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
     sink_args(p)
@@ -46,45 +46,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_savepoint(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
-    from airflow_kafka_stream.core.reset_plan import parse_duration
     from airflow_kafka_stream.ops import savepoints
+    from airflow_kafka_stream.render import savepoints as text_of
 
     home = job_home(args)
     sp_id = getattr(args, "savepoint_id", None)
     data: Any
     if args.action == "create":
         made = savepoints.create(home, app_version=args.app_version)
-        data, text = made.to_dict(), f"created savepoint {made.id} at batch {made.batch_id}: offsets {made.offsets}"
+        data, text = made.to_dict(), text_of.created_text(made)
     elif args.action == "list":
         found = savepoints.list_all(home)
-        data, text = [info.to_dict() for info in found], cli_render.savepoint_table(found)
+        data, text = [info.to_dict() for info in found], text_of.savepoint_table(found)
     elif args.action == "show":
         data = savepoints.show(home, sp_id).to_dict()
-        text = cli_render.fields_text(data)
+        text = text_of.fields_text(data)
     elif args.action == "validate":
         checked = savepoints.validate(home, sp_id)
-        data, text = checked.to_dict(), f"savepoint {checked.id}: all {checked.files} checksums match"
+        data, text = checked.to_dict(), text_of.validated_text(checked)
     elif args.action == "delete":
-        data = savepoints.delete(home, sp_id).to_dict()
-        text = f"deleted savepoint {data['deleted']}"
+        deleted = savepoints.delete(home, sp_id)
+        data, text = deleted.to_dict(), text_of.deleted_text(deleted.deleted)
     else:
-        pruned = savepoints.prune(home, keep_last=args.keep_last,
-                                  max_age=parse_duration(args.keep_within, "max_age") if args.keep_within else None)
-        data = pruned.to_dict()
-        text = ("deleted " + ", ".join(pruned.deleted)) if pruned.deleted else "nothing to prune"
-        if pruned.pinned:
-            text += f" (kept while an upgrade may roll back to them: {', '.join(pruned.pinned)})"
+        pruned = savepoints.prune(home, keep_last=args.keep_last, max_age=args.keep_within)
+        data, text = pruned.to_dict(), text_of.prune_text(pruned)
     emit(args, data, text)
     return EXIT_OK
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream import cli_render
     from airflow_kafka_stream.ops import savepoints
+    from airflow_kafka_stream.render.savepoints import restore_text
 
-    result = savepoints.restore(job_home(args), args.savepoint, drop_state=args.drop_state,
+    home = job_home(args)
+    result = savepoints.restore(home, savepoints.resolve_id(home, args.savepoint), drop_state=args.drop_state,
                                 sink_path=args.sink_path, sink_kind=args.sink_kind,
                                 allow_sink_batch_log=args.allow_sink_batch_log)
-    emit(args, result.to_dict(), cli_render.restore_text(result))
+    emit(args, result.to_dict(), restore_text(result))
     return EXIT_OK

@@ -82,10 +82,6 @@ class FsckReport:
                 "findings": [{"severity": f.severity.value, "path": f.path, "message": f.message}
                              for f in self.findings]}
 
-    def render(self) -> str:
-        status = "OK" if self.ok else f"{len(self.errors)} error(s)"
-        return "\n".join([f"fsck {self.url}: {status}", *(str(finding) for finding in self.findings)])
-
 
 def crc_problem(data: bytes, crc_file: bytes) -> str | None:
     """Why a Hadoop ChecksumFileSystem ``.crc`` does not match ``data``, or None when it does.

@@ -81,10 +81,10 @@ def sink_from_spec(spec: Mapping[str, Any]) -> Sink | None:
 
 
 def resolve_sink(recorded: Sink | None, kind: str | None = None, path: str | None = None) -> Sink | None:
-    """The sink an operation checks: explicit ``kind``/``path`` (from flags) over what job.json recorded.
+    """The sink an operation checks: explicit ``kind``/``path`` (the settings sink_kind, sink_path) over job.json's.
 
     ``kind`` None and ``path`` None keep the recorded sink. A path alone names a
-    file sink (the meaning ``--sink-path`` always had). ``kind`` ``none`` says
+    file sink (the meaning a lone ``sink_path`` always had). ``kind`` ``none`` says
     the job keeps no sink log. An empty path is refused rather than read as
     "use the recorded one", which would be the opposite of what it says.
     """

@@ -263,34 +263,6 @@ class VerifyResult:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-    def to_table(self) -> str:
-        """A fixed-width table in the spirit of ``kafka-consumer-groups.sh --describe``."""
-        header = ("TOPIC", "PARTITION", "CHECKPOINT", "GROUP", "LOW", "HIGH", "LAG", "STATUS", "DETAIL")
-        rows = [
-            (
-                v.partition.topic,
-                str(v.partition.partition),
-                _dash(v.observation.checkpoint_offset),
-                _dash(v.observation.group_offset),
-                _dash(v.observation.low),
-                _dash(v.observation.high),
-                _dash(v.observation.lag),
-                v.status.value,
-                v.detail,
-            )
-            for v in self.partitions
-        ]
-        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
-        lines = [
-            ("  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]).rstrip()
-            for row in [header, *rows]
-        ]
-        summary = (
-            f"overall: {self.status.value}; {len(self.problems())} of {len(self.partitions)} partitions "
-            f"with problems; total lag {self.total_lag}"
-        )
-        return "\n".join([*([f"note: {self.note}"] if self.note else []), *lines, summary])
-
 
 def observe(
     checkpoint: PartitionOffsets,
@@ -338,10 +310,6 @@ def _verdict(p: PartitionObservation, clock: Clock) -> PartitionVerdict:
         if detail is not None:
             return PartitionVerdict(p, status, detail)
     return PartitionVerdict(p, Status.OK, "")
-
-
-def _dash(value: int | None) -> str:
-    return "-" if value is None else str(value)
 
 
 def _seconds(delta: timedelta) -> str:

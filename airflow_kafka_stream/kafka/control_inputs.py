@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
-from airflow_kafka_stream.core.reset_plan import ResetInputs, ResetPlan, ResetStrategy, Scope, plan_reset
+from airflow_kafka_stream.core.reset_plan import ResetInputs, ResetPlan, plan_reset
+from airflow_kafka_stream.core.reset_scope import Scope
+from airflow_kafka_stream.core.reset_strategy import ResetStrategy
 from airflow_kafka_stream.core.verify import VerifyResult, evaluate, observe
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.metadata import (

@@ -2,7 +2,7 @@
 
 An operation's refusal names the settings that get the user out of it
 (``StreamError.settings``, e.g. ``drop_state`` or ``scope``). The CLI adds its
-flags (``cli_render.refusal_text``); an operator adds, here, the parameter of
+flags (``cli.flags.refusal_text``); an operator adds, here, the parameter of
 its own that gives each setting, so a task's failure says what to change in
 the DAG. Settings the operator has no parameter for are left as the message
 words them.

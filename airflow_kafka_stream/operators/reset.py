@@ -7,15 +7,13 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.core.reset_plan import StrategyKind
-from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, strategy_kind
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 
-#: Strategies as the CLI names them: kafka-consumer-groups.sh's, plus a savepoint's recorded offsets.
-STRATEGIES = tuple(kind.value for kind in StrategyKind if kind is not StrategyKind.TO_RECORDED) + ("to-savepoint",)
-NO_VALUE = ("to-current", "to-earliest", "to-latest")
+#: The strategies the ``strategy`` parameter takes, as the CLI names them (core.reset_strategy.StrategyKind).
+STRATEGIES = tuple(kind.value for kind in StrategyKind.choices())
 
 
 @refusals_name_parameters
@@ -28,7 +26,7 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
 
     :param job_home: the job's home directory (path or URL). Templated.
     :param strategy: one of ``to-current``, ``to-offset``, ``to-datetime``, ``to-earliest``, ``to-latest``,
-        ``shift-by``, ``by-duration``, ``from-file``, ``to-savepoint``. Templated.
+        ``shift-by``, ``by-duration``, ``from-file``, ``to-savepoint`` (``STRATEGIES``). Templated.
     :param value: the strategy's value: an offset or ``topic:partition=offset,...``, an ISO 8601 date-time
         with a zone, a signed shift, an ISO 8601 duration, a CSV file path, or a savepoint id. Templated.
     :param topics: scope: ``topic`` or ``topic:0,1`` items (default: all the job's topics). Templated.
@@ -75,40 +73,28 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_kafka_stream.operators.flags import as_flag
+        from airflow_kafka_stream.operators.submit import as_list
         from airflow_kafka_stream.ops import reset
+        from airflow_kafka_stream.render.reset import reset_run_text
 
         # Rendered from params, a switch arrives as text: "False" must never read as true.
         self.execute_reset = as_flag(self.execute_reset, "execute")
         self.drop_state = as_flag(self.drop_state, "drop_state")
-        check_strategy(self.strategy, self.value)
-        from airflow_kafka_stream.operators.submit import as_list
-
-        request = reset.ResetRequest(self.strategy, self.value or None, [t for t in as_list(self.topics) if t],
+        kind = check_strategy(self.strategy, self.value)
+        request = reset.ResetRequest(kind, self.value or None, [t for t in as_list(self.topics) if t],
                                      self.timezone, self.strict)
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         ctx = hook.context(group=self.group, sink_kind=self.sink_kind, sink_path=self.sink_path)
-        if not self.execute_reset:
-            plan = reset.plan(ctx, request)
-            if self.export:
-                reset.export_csv(plan, self.export)
-            self.log.info("reset plan for %s (dry run: nothing changed):\n%s", self.job_home, plan.to_table())
-            return {"executed": False, "plan": plan.to_dict()}
-        outcome = reset.execute(ctx, request, drop_state=self.drop_state,
-                                allow_sink_batch_log=self.allow_sink_batch_log, export=self.export)
-        where = (f"new checkpoint generation {outcome.generation} (state dropped)" if outcome.generation is not None
-                 else f"batch {outcome.batch_id} appended to {outcome.checkpoint}")
-        self.log.info("reset of %s executed:\n%s\n%s; group %s; %s", self.job_home, outcome.plan.to_table(), where,
-                      "moved" if outcome.group.moved else f"not moved ({outcome.group.reason})",
-                      "verified: checkpoint and group are at the targets" if outcome.verified
-                      else "VERIFICATION FAILED: " + "; ".join(outcome.verification))
-        return {**outcome.to_dict(), "executed": True}
+        mode = reset.ResetMode.EXECUTE if self.execute_reset else reset.ResetMode.DRY_RUN
+        run = reset.run(ctx, request, mode, export=self.export, drop_state=self.drop_state,
+                        allow_sink_batch_log=self.allow_sink_batch_log)
+        self.log.info("reset of %s (%s):\n%s", self.job_home,
+                      "executed" if run.executed else "dry run: nothing changed", reset_run_text(run))
+        return run.to_dict()
 
 
-def check_strategy(strategy: str, value: str | None) -> None:
-    """Refuse an unknown strategy or a missing/extra value, naming the argument."""
-    if strategy not in STRATEGIES:
-        raise InvalidInputError(f"strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
-    if strategy in NO_VALUE and value:
-        raise InvalidInputError(f"strategy {strategy} takes no value, got value={value!r}")
-    if strategy not in NO_VALUE and not value:
-        raise InvalidInputError(f"strategy {strategy} needs a value (argument 'value')")
+def check_strategy(strategy: str, value: str | None) -> StrategyKind:
+    """Refuse an unknown strategy or a missing/extra value, naming the argument (the rules of StrategyKind)."""
+    kind = strategy_kind(strategy, user=True)
+    check_value(kind, value)
+    return kind

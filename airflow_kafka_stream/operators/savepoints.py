@@ -7,23 +7,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
-from airflow_kafka_stream.ops.savepoints import check_retention
-
-LATEST = "latest"
-
-
-def latest_savepoint(home) -> str:
-    """The newest savepoint's id; JobStateError when the job has none."""
-    from airflow_kafka_stream.ops.savepoints import list_all
-
-    found = sorted(list_all(home), key=lambda item: (item.created_at, item.id))
-    if not found:
-        raise JobStateError(f"job {home.url} has no savepoint to restore; take one with a stop or savepoint create")
-    return found[-1].id
+from airflow_kafka_stream.ops.savepoints import LATEST, retention
 
 
 @refusals_name_parameters
@@ -67,16 +55,16 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_kafka_stream.operators.flags import as_flag
-        from airflow_kafka_stream.ops.savepoints import restore
+        from airflow_kafka_stream.ops.savepoints import resolve_id, restore
+        from airflow_kafka_stream.render.savepoints import restore_text
 
         if not as_flag(self.enabled, "enabled"):
             raise AirflowSkipException("switched off for this run")
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
-        chosen = latest_savepoint(home) if self.savepoint_id == LATEST else self.savepoint_id
-        result = restore(home, chosen, drop_state=self.drop_state, allow_sink_batch_log=self.allow_sink_batch_log,
-                         sink_kind=self.sink_kind, sink_path=self.sink_path)
-        self.log.info("restored savepoint %s of %s into generation %s (%s)", chosen, self.job_home,
-                      result.generation, "state dropped" if self.drop_state else "state kept")
+        result = restore(home, resolve_id(home, self.savepoint_id), drop_state=self.drop_state,
+                         allow_sink_batch_log=self.allow_sink_batch_log, sink_kind=self.sink_kind,
+                         sink_path=self.sink_path)
+        self.log.info("restore of %s:\n%s", self.job_home, restore_text(result))
         return result.to_dict()
 
 
@@ -98,13 +86,7 @@ class StreamSavepointHousekeepingOperator(JobHomeTask, BaseOperator):
     def __init__(self, *, job_home: str, keep_last: int | None = None, max_age: str | None = None,
                  storage_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from airflow_kafka_stream.core.reset_plan import parse_duration
-
-        if keep_last is not None and not isinstance(keep_last, int):
-            raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got "
-                                    f"{keep_last!r}", setting="keep_last")
-        check_retention(keep_last, max_age)
-        self.max_age_delta = parse_duration(max_age, "max_age") if max_age else None
+        self.max_age_delta = retention(keep_last, max_age)[1]  # refused here, when the DAG is parsed
         self.job_home = job_home
         self.keep_last = keep_last
         self.max_age = max_age
@@ -112,11 +94,9 @@ class StreamSavepointHousekeepingOperator(JobHomeTask, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_kafka_stream.ops.savepoints import prune
+        from airflow_kafka_stream.render.savepoints import prune_text
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         pruned = prune(home, keep_last=self.keep_last, max_age=self.max_age_delta)
-        self.log.info("savepoints of %s: %s%s", self.job_home,
-                      f"deleted {', '.join(pruned.deleted)}" if pruned.deleted else "nothing to delete",
-                      f"; kept while an upgrade may roll back to them: {', '.join(pruned.pinned)}"
-                      if pruned.pinned else "")
+        self.log.info("savepoints of %s: %s", self.job_home, prune_text(pruned))
         return pruned.to_dict()

@@ -52,10 +52,11 @@ class StreamVerifyOperator(JobHomeTask, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_kafka_stream.ops.verify import verify
+        from airflow_kafka_stream.render.checkpoint import verify_text
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         result = verify(hook.context(group=self.group), stall_threshold=self.stall_threshold)
-        self.log.info("verify %s:\n%s", self.job_home, result.to_table())
+        self.log.info("verify %s:\n%s", self.job_home, verify_text(result))
         report = result.to_dict()
         failing = [p for p in report["partitions"] if p["status"] in self.fail_on]
         if failing:

@@ -6,7 +6,10 @@ re-plans under the job lock, checks every precondition before changing
 anything, appends a batch to the checkpoint (or starts a new checkpoint
 generation when state is dropped), then moves the group, then verifies both.
 The checkpoint is the truth the job resumes from, so it moves first; if the
-group cannot follow, the error says how to align it (`reset --to-current`).
+group cannot follow, the error says how to align it (an executed to-current reset).
+
+:func:`run` is what the CLI and the reset operator call: a dry run (the plan,
+optionally exported as CSV) or an execution, by :class:`ResetMode`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
@@ -22,7 +26,9 @@ from airflow_kafka_stream.checkpoint.savepoints import validate_savepoint
 from airflow_kafka_stream.checkpoint.writer import append_batch, recover_incomplete_append
 from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
-from airflow_kafka_stream.core.reset_plan import ResetPlan, ResetStrategy, parse_scope, parse_strategy
+from airflow_kafka_stream.core.reset_plan import ResetPlan
+from airflow_kafka_stream.core.reset_scope import parse_scope
+from airflow_kafka_stream.core.reset_strategy import ResetStrategy, StrategyKind, parse_strategy, strategy_kind
 from airflow_kafka_stream.errors import (
     InvalidInputError,
     JobStateError,
@@ -36,18 +42,29 @@ from airflow_kafka_stream.kafka.metadata import committed_offsets
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
-from airflow_kafka_stream.ops.results import GroupMove, ResetOutcome
+from airflow_kafka_stream.ops.results import GroupMove, ResetOutcome, ResetRun
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, ensure_sink_log_present, sink_note
 from airflow_kafka_stream.storage.files import url_to_fs
 from airflow_kafka_stream.storage.operation import recorded_operation
 
 log = logging.getLogger(__name__)
 
+class ResetMode(StrEnum):
+    """What a reset does: plan only (the default everywhere), or apply the plan."""
+
+    DRY_RUN = "dry-run"
+    EXECUTE = "execute"
+
+
 @dataclass(frozen=True)
 class ResetRequest:
-    """What the user asked for, before anything is looked up."""
+    """What the user asked for, before anything is looked up.
 
-    strategy: str
+    ``strategy`` is a :class:`StrategyKind` or its name; ``value`` the strategy's value as text: an offset or
+    ``topic:partition=offset,...``, a date-time, a signed shift, a duration, a CSV file's path or a savepoint id.
+    """
+
+    strategy: StrategyKind | str
     value: str | None = None
     scope: list[str] = field(default_factory=list)
     timezone: str | None = None
@@ -56,7 +73,8 @@ class ResetRequest:
 
 def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> ResetStrategy:
     """Turn the request into a strategy, reading a CSV file or a savepoint manifest where asked."""
-    if request.strategy == "to-savepoint":
+    kind = strategy_kind(request.strategy)
+    if kind is StrategyKind.TO_SAVEPOINT:
         if ctx.home is None:
             raise InvalidInputError("the to-savepoint strategy needs the job home (savepoints live there), "
                                     "not a bare checkpoint", setting="job_home")
@@ -64,7 +82,7 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
         recorded = manifest.kafka_sources().require_one_position_per_partition("a reset to it").union()
         return ResetStrategy.to_recorded(recorded, label=f"savepoint {manifest.savepoint_id}")
     value = request.value
-    if request.strategy == "from-file":
+    if kind is StrategyKind.FROM_FILE:
         if not value:
             raise InvalidInputError("the from-file strategy needs a CSV file (topic,partition,offset) as its value, "
                                     "e.g. one written by a dry run's export", setting="value")
@@ -73,9 +91,9 @@ def build_strategy(ctx: JobContext, request: ResetRequest, now: datetime) -> Res
             raise InvalidInputError(f"reset file {value} is empty; it needs topic,partition,offset lines",
                                     setting="value")
         return ResetStrategy.from_file(text, source=value)
-    if request.strategy == "to-offset" and value and "=" in value:
+    if kind is StrategyKind.TO_OFFSET and value and "=" in value:
         value = _offset_assignments_json(value)
-    return parse_strategy(request.strategy, value, now=now, timezone=request.timezone)
+    return parse_strategy(kind, value, now=now, timezone=request.timezone)
 
 
 def _read_text(path: str) -> str:
@@ -208,7 +226,7 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
     if ctx.home is None:
         raise InvalidInputError("executing a reset needs the job home (it holds the lock and the running status), "
                                 "not a bare checkpoint", setting="job_home")
-    args = {"strategy": request.strategy, "value": request.value, "scope": request.scope, "strict": request.strict,
+    args = {"strategy": str(request.strategy), "value": request.value, "scope": request.scope, "strict": request.strict,
             "drop_state": drop_state, "sink": ctx.sink.to_json() if ctx.sink else None}
     with recorded_operation(ctx.home, "reset", args, by=by) as record:
         ensure_not_running(ctx.home, ctx.kafka_config, ctx.group, operation="an offset reset")
@@ -316,3 +334,22 @@ def export_csv(the_plan: ResetPlan, path: str) -> None:
     except OSError as exc:
         raise InvalidInputError(f"cannot write the plan to {path}: {exc}; export to a writable file path",
                                 setting="export") from exc
+
+
+def run(ctx: JobContext, request: ResetRequest, mode: ResetMode = ResetMode.DRY_RUN, *, export: str | None = None,
+        drop_state: bool = False, allow_sink_batch_log: bool = False, now: datetime | None = None,
+        by: str | None = None) -> ResetRun:
+    """A reset as the CLI and the reset operator ask for it.
+
+    A dry run plans (and writes the plan as CSV to ``export`` when given) and changes
+    nothing; an execution applies the plan (see :func:`execute`; ``export`` is written
+    under the job lock, from the plan it applies).
+    """
+    if ResetMode(mode) is ResetMode.DRY_RUN:
+        the_plan = plan(ctx, request, now)
+        if export:
+            export_csv(the_plan, export)
+        return ResetRun(the_plan)
+    outcome = execute(ctx, request, drop_state=drop_state, allow_sink_batch_log=allow_sink_batch_log, export=export,
+                      now=now, by=by)
+    return ResetRun(outcome.plan, outcome)

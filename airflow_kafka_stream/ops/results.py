@@ -1,7 +1,7 @@
 """What the operations return: small typed values, each with ``to_dict()`` for JSON and XCom.
 
-The CLI renders them as text (``cli_render``), the Airflow layer pushes their
-dicts to XCom; neither reaches into an operation's internals.
+The CLI prints them as text and the operators log the same text (``render/``); the
+Airflow layer pushes their dicts to XCom; neither reaches into an operation's internals.
 """
 
 from __future__ import annotations
@@ -211,3 +211,72 @@ class JobStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResetRun:
+    """A reset as a front end asked for it: the plan, and the outcome when it was executed (None: a dry run)."""
+
+    plan: ResetPlan
+    outcome: ResetOutcome | None = None
+
+    @property
+    def executed(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def ok(self) -> bool:
+        """A dry run, or an executed reset whose re-read found checkpoint and group at the targets."""
+        return self.outcome is None or self.outcome.verified
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.outcome is None:
+            return {"executed": False, "plan": self.plan.to_dict()}
+        return {**self.outcome.to_dict(), "executed": True}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One recorded operation: the fields every record has, and the record as it was written."""
+
+    operation: str | None
+    result: str | None
+    by: str | None
+    started_at: str | None
+    error: str | None
+    #: Every field of the record (args, before, after, finished_at, seconds...), as the history holds it.
+    record: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> HistoryEntry:
+        return cls(operation=record.get("operation"), result=record.get("result"), by=record.get("by"),
+                   started_at=record.get("started_at"), error=record.get("error"), record=dict(record))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+@dataclass(frozen=True)
+class History:
+    """A job's operation history, oldest first."""
+
+    job_home: str
+    entries: tuple[HistoryEntry, ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        """The records as written (what ``history --json`` prints)."""
+        return [entry.to_dict() for entry in self.entries]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_home": self.job_home, "operations": self.records()}
+
+
+@dataclass(frozen=True)
+class UnlockResult:
+    """The job lock an unlock released (what its holder recorded), or None when the job home was not locked."""
+
+    job_home: str
+    released: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"released": self.released}

@@ -23,6 +23,7 @@ from airflow_kafka_stream.checkpoint.savepoints import (
     validate_savepoint,
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals
@@ -101,6 +102,24 @@ def list_all(home: JobHome) -> list[SavepointInfo]:
     return [SavepointInfo.of(m) for m in list_savepoints(home.savepoints_url, home.storage_options)]
 
 
+#: The savepoint id that names the job's newest savepoint.
+LATEST = "latest"
+
+
+def resolve_id(home: JobHome, savepoint_id: str) -> str:
+    """The savepoint ``savepoint_id`` names: itself, or for ``latest`` the newest one's id.
+
+    The newest is the one created last (ties broken by id); JobStateError when the job has none.
+    """
+    savepoint_id = _need_id(savepoint_id, "restore")
+    if savepoint_id != LATEST:
+        return savepoint_id
+    found = sorted(list_all(home), key=lambda item: (item.created_at, item.id))
+    if not found:
+        raise JobStateError(f"job {home.url} has no savepoint to restore; take one with a stop or savepoint create")
+    return found[-1].id
+
+
 def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_path: str | None = None,
             allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None) -> RestoreResult:
     """Start a new checkpoint generation from a savepoint (refused while the job runs).
@@ -174,13 +193,14 @@ def delete(home: JobHome, savepoint_id: str, by: str | None = None) -> DeleteRes
     return DeleteResult(savepoint_id)
 
 
-def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | None = None,
+def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | str | None = None,
           now: datetime | None = None, by: str | None = None) -> PruneResult:
     """Delete the savepoints the retention policy lets go; never the newest, never a pinned one.
 
+    ``max_age`` is a timedelta or an ISO 8601 duration (``P7D``), see :func:`retention`.
     A savepoint is pinned while an upgrade may roll back to it (see ``pin``).
     """
-    check_retention(keep_last, max_age)
+    keep_last, max_age = retention(keep_last, max_age)
     args = {"keep_last": keep_last, "max_age": str(max_age) if max_age is not None else None}
     with recorded_operation(home, "savepoint-prune", args, by=by) as record:
         pinned = pins(home)
@@ -189,6 +209,21 @@ def prune(home: JobHome, keep_last: int | None = None, max_age: timedelta | None
         result = PruneResult(deleted, sorted(pinned))
         record["after"] = result.to_dict()
         return result
+
+
+def retention(keep_last: int | None, max_age: timedelta | str | None) -> tuple[int | None, timedelta | None]:
+    """A retention policy as the CLI and the housekeeping operator give it, checked: ``(keep_last, max_age)``.
+
+    ``keep_last`` must be a whole number >= 1; ``max_age`` an ISO 8601 duration (``P7D``) or a timedelta;
+    at least one of them says what to keep.
+    """
+    if keep_last is not None and not isinstance(keep_last, int):  # a bool is refused by check_retention
+        raise InvalidInputError(f"keep_last must be a whole number >= 1 (the newest is always kept), got "
+                                f"{keep_last!r}", setting="keep_last")
+    check_retention(keep_last, max_age)
+    if isinstance(max_age, str):
+        max_age = parse_duration(max_age, "max_age")
+    return keep_last, max_age
 
 
 def check_retention(keep_last: int | None, max_age: object | None) -> None:

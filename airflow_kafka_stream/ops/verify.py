@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from airflow_kafka_stream.core.reset_plan import parse_duration
+from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.verify import Status, VerifyResult
 from airflow_kafka_stream.kafka.control_inputs import verify_job
 from airflow_kafka_stream.ops.context import JobContext

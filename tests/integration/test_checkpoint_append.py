@@ -19,6 +19,7 @@ from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.writer import APPEND_STEPS, append_batch, recover_incomplete_append
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.render.checkpoint import fsck_text
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
@@ -169,7 +170,7 @@ def test_crash_at_each_step_recovers_to_old_or_new(spark, tmp_path, stateful_che
     outcome = recover_incomplete_append(stateful_checkpoint)
     assert outcome == ("rolled back" if step in ("journal", "state") else "finished")
     report = fsck(stateful_checkpoint)
-    assert report.ok, report.render()
+    assert report.ok, fsck_text(report)
     position = read_position(stateful_checkpoint)
     if outcome == "rolled back":
         assert (position.batch_id, position.in_flight_batch_id) == (2, None), "the old checkpoint"

@@ -11,6 +11,7 @@ from airflow_kafka_stream.core.verify import Status
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.control_inputs import collect_verify_inputs, verify_job
 from airflow_kafka_stream.kafka.groups import alter_group_offsets
+from airflow_kafka_stream.render.checkpoint import verify_text
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
@@ -77,7 +78,7 @@ def test_healthy_job_is_ok(job):
     caught_up = {TopicPartition(t1, p): 10 for p in range(4)}
     alter_group_offsets(job["config"], group, caught_up)
     result = verify_job(job["config"], group, caught_up, [t1], now=NOW, last_batch_at=NOW)
-    assert result.status is Status.OK, result.to_table()
+    assert result.status is Status.OK, verify_text(result)
     assert result.exit_code == 0
     assert result.total_lag == 0
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.core.reset_plan import ResetStrategy, parse_scope
+from airflow_kafka_stream.core.reset_scope import parse_scope
+from airflow_kafka_stream.core.reset_strategy import ResetStrategy
 from airflow_kafka_stream.errors import OffsetPlanError
 from airflow_kafka_stream.kafka.control_inputs import collect_reset_inputs, plan_job_reset
 from airflow_kafka_stream.kafka.groups import alter_group_offsets

@@ -25,6 +25,7 @@ from airflow_kafka_stream.core.checkpoint_fsck import (
     unparseable_files,
     unrebuildable_state,
 )
+from airflow_kafka_stream.render.checkpoint import fsck_text
 
 
 def hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
@@ -103,7 +104,7 @@ def test_temp_files_are_warnings_and_crc_orphans_too():
 def test_report_ok_only_without_errors():
     findings = tuple(unparseable_files({"/c/offsets/3": "bad"}) + interrupted_operations("/c", False, False))
     assert not FsckReport("/c", findings).ok
-    assert "1 error(s)" in FsckReport("/c", findings).render()
+    assert "1 error(s)" in fsck_text(FsckReport("/c", findings))
     assert FsckReport("/c", tuple(leftover_temp_files(["/c/.x.tmp"]))).ok, "warnings alone do not fail"
     assert len(interrupted_operations("/c", True, True)) == 2
 

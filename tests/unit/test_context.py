@@ -63,7 +63,7 @@ def test_context_prefers_arguments_and_drops_secrets_from_job_json(tmp_path):
 
 
 def test_context_needs_a_job(tmp_path):
-    """The operation names its setting; the CLI adds its own flag for it (see cli_render.refusal_text)."""
+    """The operation names its setting; the CLI adds its own flag for it (see cli.flags.refusal_text)."""
     with pytest.raises(InvalidInputError, match="job_home") as info:
         build_context()
     assert info.value.setting == "job_home"

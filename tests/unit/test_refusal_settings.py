@@ -35,6 +35,8 @@ NO_SETTING = {
     ("ops/savepoints.py", "create_locked", "JobStateError"):
         (2, "nothing committed to save yet: the job must run first"),
     ("ops/savepoints.py", "delete", "JobStateError"): (1, "pinned by an upgrade in progress, until it ends"),
+    ("ops/savepoints.py", "resolve_id", "JobStateError"):
+        (1, "'latest' names no savepoint: the job has none yet, one is taken (a stop, savepoint create), not set"),
     ("ops/standby.py", "launch_standby", "JobStateError"):
         (2, "a standby already lives, or there is no running job to stand by for"),
     ("ops/standby.py", "give_up", "JobStateError"):

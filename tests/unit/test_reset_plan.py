@@ -7,18 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.offsets import TopicPartition
-from airflow_kafka_stream.core.reset_plan import (
-    ResetInputs,
-    ResetStrategy,
-    StrategyKind,
-    parse_datetime,
-    parse_duration,
-    parse_scope,
-    parse_strategy,
-    plan_reset,
-)
+from airflow_kafka_stream.core.reset_plan import ResetInputs, plan_reset
+from airflow_kafka_stream.core.reset_scope import parse_scope
+from airflow_kafka_stream.core.reset_strategy import ResetStrategy, StrategyKind, parse_datetime, parse_strategy
 from airflow_kafka_stream.errors import OffsetPlanError
+from airflow_kafka_stream.render.reset import plan_text
 
 A0, A1, A2 = (TopicPartition("a", i) for i in range(3))
 B0, B1 = TopicPartition("b", 0), TopicPartition("b", 1)
@@ -149,7 +144,7 @@ def test_renderings():
         "low": 0, "high": 8, "requested": 25, "target": 8,
         "warning": "requested 25 is above the high watermark 8 (no record has been written there yet); clamped to 8",
     }
-    table = plan.to_table().splitlines()
+    table = plan_text(plan).splitlines()
     assert table[0].split()[:8] == ["TOPIC", "PARTITION", "CHECKPOINT", "GROUP", "LOW", "HIGH", "REQUESTED",
                                     "NEW-OFFSET"]
     assert table[1].split()[:8] == ["a", "0", "50", "50", "10", "100", "25", "25"]

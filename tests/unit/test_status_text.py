@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_kafka_stream.cli_render import status_text
 from airflow_kafka_stream.ops.results import JobStatus
+from airflow_kafka_stream.render.job import status_text
 
 RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", running=True, driver_lost=False,
                     app_version="2", heartbeat_age_seconds=1.2, generation=3, last_batch_id=41,

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.verify import PartitionObservation, Status, evaluate, observe
+from airflow_kafka_stream.render.checkpoint import verify_text
 
 TP = TopicPartition("orders", 0)
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -105,7 +106,7 @@ def test_renderings_carry_every_partition():
         "topic": "orders", "partition": 0, "checkpoint_offset": 40, "group_offset": 30, "group_in_sync": False,
         "low": 0, "high": 100, "lag": 60, "status": "GROUP_BEHIND", "detail": None,
     }
-    table = result.to_table().splitlines()
+    table = verify_text(result).splitlines()
     assert table[0].split()[:8] == ["TOPIC", "PARTITION", "CHECKPOINT", "GROUP", "LOW", "HIGH", "LAG", "STATUS"]
     assert table[1].split()[:8] == ["orders", "0", "40", "30", "0", "100", "60", "GROUP_BEHIND"]
     assert table[-1].startswith("overall: GROUP_BEHIND; 1 of 1 partitions")
@@ -113,7 +114,7 @@ def test_renderings_carry_every_partition():
 
 def test_table_shows_dash_for_unknown_values():
     result = evaluate([GONE], now=NOW)
-    row = result.to_table().splitlines()[1].split()
+    row = verify_text(result).splitlines()[1].split()
     assert row[:8] == ["orders", "0", "10", "10", "-", "-", "-", "PARTITION_GONE"]
 
 

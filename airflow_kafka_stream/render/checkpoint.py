@@ -1,0 +1,83 @@
+"""A checkpoint as text: its position, an fsck report, a repair, and a verify result."""
+
+from __future__ import annotations
+
+from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
+from airflow_kafka_stream.core.checkpoint_fsck import FsckReport
+from airflow_kafka_stream.core.verify import VerifyResult
+from airflow_kafka_stream.ops.results import RepairResult
+from airflow_kafka_stream.render.table import Column, dash, table
+
+#: ``kafka-consumer-groups.sh --describe``'s spirit: offsets first, the status and why last.
+VERIFY_COLUMNS = (Column("TOPIC"), Column("PARTITION"), Column("CHECKPOINT"), Column("GROUP"), Column("LOW"),
+                  Column("HIGH"), Column("LAG"), Column("STATUS"), Column("DETAIL", free=True))
+POSITION_COLUMNS = (Column("TOPIC", width=30), Column("PARTITION", ">", 9), Column("NEXT OFFSET", ">", 12))
+
+
+def position_text(pos: CheckpointPosition) -> str:
+    d = pos.to_dict()
+    lines = [
+        f"checkpoint      {d['checkpoint']}",
+        f"query id        {d['query_id']}",
+        f"last committed  batch {d['batch_id'] if d['batch_id'] is not None else '(none yet)'}"
+        + (f" at {d['batch_time']}" if d["batch_time"] else ""),
+        f"watermark       {d['batch_watermark_ms']}",
+        f"state           {'stateful, ' + str(d['state_store_provider']) if d['stateful'] else 'stateless'}",
+    ]
+    if d["in_flight"]:
+        lines.append(f"IN FLIGHT       batch {d['in_flight']['batch_id']} (planned, not committed: Spark re-runs it)")
+    if d["interrupted_append"] is not None:
+        lines.append(f"INTERRUPTED     offset append of batch {d['interrupted_append']}: run `airflow-kafka-stream "
+                     "checkpoint repair` (the next reset or job start does it too)")
+    if pos.offsets is None:
+        return "\n".join(lines)
+    kafka = d["kafka_sources"]
+    if not kafka:
+        lines += ["", f"no Kafka source: none of the {len(d['sources'])} source line(s) of batch {d['batch_id']} "
+                      "holds Kafka offsets (a query over another source, e.g. rate); verify and reset do not apply"]
+        return "\n".join(lines)
+    several = len(d["sources"]) > 1
+    # The source column is followed by two spaces, the others by one.
+    columns = ((Column("SOURCE", width=7),) if several else ()) + POSITION_COLUMNS
+    rows = [((index,) if several else ()) + (topic, part, off)
+            for index, line in kafka.items() for topic, parts in line.items() for part, off in parts.items()]
+    lines += ["", *table(columns, rows, sep=" ")]
+    others = [str(i) for i in range(len(d["sources"])) if str(i) not in kafka]
+    if others:
+        lines.append(f"source(s) {', '.join(others)} are not Kafka sources; resets carry them unchanged")
+    return "\n".join(lines)
+
+
+def fsck_text(report: FsckReport) -> str:
+    status = "OK" if report.ok else f"{len(report.errors)} error(s)"
+    return "\n".join([f"fsck {report.url}: {status}", *(str(finding) for finding in report.findings)])
+
+
+def repair_text(result: RepairResult) -> str:
+    done = f"interrupted reset {result.interrupted_reset}" if result.interrupted_reset else "nothing to repair"
+    abandoned = (f"; abandoned generations (never completed, safe to delete): {result.abandoned_generations}"
+                 if result.abandoned_generations else "")
+    return f"{result.checkpoint}: {done}{abandoned}"
+
+
+def verify_text(result: VerifyResult) -> str:
+    """The note first (when there is one), one row per partition, then the overall status."""
+    rows = [
+        (
+            v.partition.topic,
+            v.partition.partition,
+            dash(v.observation.checkpoint_offset),
+            dash(v.observation.group_offset),
+            dash(v.observation.low),
+            dash(v.observation.high),
+            dash(v.observation.lag),
+            v.status.value,
+            v.detail,
+        )
+        for v in result.partitions
+    ]
+    summary = (
+        f"overall: {result.status.value}; {len(result.problems())} of {len(result.partitions)} partitions "
+        f"with problems; total lag {result.total_lag}"
+    )
+    return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(VERIFY_COLUMNS, rows), summary])

@@ -1,0 +1,82 @@
+"""A job as text: its status, a stop's result, the operation history and a released lock."""
+
+from __future__ import annotations
+
+from airflow_kafka_stream.ops.results import History, JobStatus, StopResult, UnlockResult
+from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
+
+
+def stop_text(result: StopResult) -> str:
+    state = result.state
+    if result.killed:
+        head = f"job {result.job_home}: did not drain in time, stopped at once (state {state})"
+    elif result.was_running:
+        head = f"job {result.job_home}: stopped (state {state})"
+    elif state in FINAL_STATES:
+        head = f"job {result.job_home}: was not running (state {state})"
+    else:
+        head = (f"job {result.job_home}: was not running, but its last status says {state} with a "
+                "stale heartbeat: the driver probably died; check its log before restoring or resetting")
+    lines = [head, f"last committed batch: {result.batch_id}", f"offsets: {result.offsets}"]
+    if result.note:
+        lines.append(f"note: {result.note}")
+    if state == FAILED and result.error:
+        lines.append(f"error: {result.error}")
+    if result.savepoint is not None:
+        made = result.savepoint
+        lines.append(f"savepoint: {made.id}" + (f" ({made.note})" if made.note else ""))
+    return "\n".join(lines)
+
+
+def status_text(status: JobStatus) -> str:
+    """What `status` prints: the job's state and, when it is not what it says, why."""
+    if status.state is None:
+        head = "NOT STARTED (no status yet)"
+    elif status.driver_lost:
+        head = (f"{status.state} but its driver is gone (heartbeat {_age(status.heartbeat_age_seconds)}): it died "
+                "without saying so; check its log before restoring or resetting")
+    else:
+        head = f"{status.state}{' (running)' if status.running else ''}"
+    commits = status.group_commits or {}
+    lines = [
+        f"job             {status.job} ({status.job_home})",
+        f"state           {head}",
+        f"version         {status.app_version or '-'}",
+        f"heartbeat       {_age(status.heartbeat_age_seconds)}",
+        f"generation      {status.generation if status.generation is not None else '-'}",
+        f"last batch      {status.last_batch_id if status.last_batch_id is not None else '(none yet)'}",
+        f"group           {status.group or '-'}"
+        + (f" (committed batch {commits.get('committed_batch')}, {commits.get('failures', 0)} failed commits)"
+           if commits else ""),
+    ]
+    if commits.get("consecutive_failures"):
+        lines.append(f"GROUP COMMITS   failing: {commits['consecutive_failures']} in a row, last error "
+                     f"{commits.get('last_error')}")
+    if status.dead_letters:
+        lines.append(f"dead letters    {status.dead_letters}")
+    if status.read_placement:
+        lines.append(f"reads batches   {status.read_placement.get('reason')}")
+    if status.stop_requested_at and status.state in ("RUNNING", "DRAINING"):
+        lines.append(f"stop requested  at {status.stop_requested_at}")
+    if status.standby:
+        lines.append(f"standby         version {status.standby['version']} {status.standby['state']} (pid "
+                     f"{status.standby['pid']} on {status.standby['host']})")
+    if status.error:
+        lines.append(f"error           {status.error}")
+    return "\n".join(lines)
+
+
+def history_text(history: History) -> str:
+    """One line per operation, oldest first: when, what, how it ended, who, and the error."""
+    records = [entry.record for entry in history.entries]
+    lines = [f"{r.get('started_at', '?')}  {r.get('operation', '?'):<18} {r.get('result', '?'):<8} {r.get('by', '')}"
+             + (f"  {r['error']}" if r.get("error") else "") for r in records]
+    return "\n".join(lines) or "(no operations recorded)"
+
+
+def unlock_text(result: UnlockResult) -> str:
+    return f"released lock {result.released}" if result.released else "the job home was not locked"
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f}s ago"
