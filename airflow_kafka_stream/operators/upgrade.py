@@ -32,7 +32,6 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
-from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.flags import as_flag
@@ -45,6 +44,7 @@ from airflow_kafka_stream.operators.standby import (
 )
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.upgrade import pin_reason
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 
 STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint", "restore_without_state",
@@ -70,8 +70,9 @@ class RollbackStopOperator(StreamStopOperator):
 
         if not as_flag(self.enabled, "rollback"):
             raise AirflowSkipException("rollback is off for this upgrade")
-        stopped = context["ti"].xcom_pull(task_ids=self.stop_task_id)
-        if not stopped or not (stopped.get("savepoint") or {}).get("id"):
+        from airflow_kafka_stream.ops.upgrade import savepoint_of
+
+        if savepoint_of(context["ti"].xcom_pull(task_ids=self.stop_task_id)) is None:
             raise AirflowSkipException("the upgrade failed before the old version stopped with a savepoint: "
                                        "nothing changed, nothing to roll back")
         return super().execute(context)
@@ -96,56 +97,13 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         return context["ti"].xcom_pull(task_ids=f"{self.group_id}.{task}")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.savepoints import unpin
+        from airflow_kafka_stream.ops.upgrade import decide_outcome
 
-        stopped = self._pull(context, STOP) or {}
-        savepoint = (stopped.get("savepoint") or {}).get("id")
-        healthy = self._pull(context, HEALTH)
-        rolled_back = self._pull(context, ROLLBACK_SUBMIT)
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
-        self._end_unused_standby(home, self._pull(context, STANDBY))
-        if savepoint is None:
-            raise JobStateError(f"upgrade of {self.job_home} to version {self.new_version} failed before any "
-                                "downtime: the new version's standby did not become ready, or the old version "
-                                "did not stop with a savepoint; the old version keeps running (see the "
-                                "start_standby and stop_with_savepoint tasks)")
-        if healthy:
-            unpin(home, savepoint)
-            self.log.info("upgrade of %s to version %s succeeded: %s", self.job_home, self.new_version,
-                          healthy.get("message"))
-            return {"upgraded": True, "version": self.new_version, "savepoint": savepoint,
-                    "health": healthy.get("message")}
-        if rolled_back:
-            unpin(home, savepoint)
-            raise JobStateError(
-                f"upgrade of {self.job_home} to version {self.new_version} failed its start or health gate and "
-                f"was rolled back: version {stopped.get('app_version')} runs again from savepoint {savepoint} "
-                f"(generation {rolled_back.get('generation')}); see the submit_new_version and health_gate tasks")
-        if not as_flag(self.rollback, "rollback"):
-            raise JobStateError(
-                f"upgrade of {self.job_home} to version {self.new_version} failed its start or health gate; rollback "
-                f"is off, so the new version is left as it is. Savepoint {savepoint} (kept pinned) holds the "
-                f"previous version {stopped.get('app_version')}'s position: restore it and submit that version to "
-                "roll back by hand")
-        raise OperationIncompleteError(
-            f"upgrade of {self.job_home} to version {self.new_version} failed and the rollback did not complete: "
-            f"savepoint {savepoint} (kept pinned) holds the previous version's position. Fix the failing rollback "
-            "task and clear it to retry, or restore that savepoint and submit the previous version by hand")
-
-
-    def _end_unused_standby(self, home, handle: dict[str, Any] | None) -> None:
-        """A standby that never got its go (the stop or the handoff failed) must not wait on: end it."""
-        from airflow_kafka_stream.core.standby import LIVE_STATES, TAKING_OVER
-        from airflow_kafka_stream.ops.standby import StandbyHandle, end_standby
-        from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
-
-        record = home.read_control(STANDBY_RECORD) if handle else None
-        if not record or record.get("token") != handle.get("token"):
-            return
-        if record.get("state") in LIVE_STATES and record.get("state") != TAKING_OVER:
-            end_standby(home, StandbyHandle.of(handle), "the upgrade ended without handing the job over to it")
-            self.log.warning("ended the standby of version %s (pid %s): it never got its go", self.new_version,
-                             handle.get("pid"))
+        outcome = decide_outcome(home, self.new_version, self._pull(context, STOP), self._pull(context, HEALTH),
+                                 self._pull(context, ROLLBACK_SUBMIT), as_flag(self.rollback, "rollback"),
+                                 standby=self._pull(context, STANDBY))
+        return outcome.to_dict()
 
 
 def stream_upgrade_task_group(
@@ -206,8 +164,7 @@ def stream_upgrade_task_group(
         # the job every second: each second between the old version's end and the go is downtime.
         stop = UpgradeStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
                                    poll_seconds=min(poll_seconds, 1.0) if standby is not False else poll_seconds,
-                                   **waits, pin_reason=f"upgrade to version {new_version} may roll "
-                                   "back to it", trigger_rule=TriggerRule.NONE_FAILED,
+                                   **waits, pin_reason=pin_reason(new_version), trigger_rule=TriggerRule.NONE_FAILED,
                                    standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
                                    restore_first=drop_state, **common)
         if standby is not False:

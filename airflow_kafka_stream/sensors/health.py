@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health
-from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.core.health import HealthSpec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, read_status, sample_if_running
+from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, health_look
 
 
 class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
@@ -63,7 +62,7 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
         self.storage_conn_id = storage_conn_id
         self.deferrable = deferrable
         self.timeout_seconds = timeout_seconds
-        self._samples: list[LagSample] = []
+        self._look = None
         self._started: float | None = None
 
     def _spec(self) -> HealthSpec:
@@ -95,15 +94,16 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> PokeReturnValue:
-        status, now = read_status(self.job_home, self.storage_conn_id), datetime.now(UTC)
-        spec = self._spec()
-        sample_if_running(self.kafka_conn_id, self.job_home, status, spec, now, self._samples)
-        verdict = judge_health(status, self._samples, spec, now, deadline_passed=False)
-        self.log.info("job %s: %s", self.job_home, verdict.message)
-        if verdict.outcome is Outcome.FAILED:
-            raise JobStateError(f"job {self.job_home} is not healthy: {verdict.message}")
-        value = {"job": summary(status, now), "lag": [s.lag for s in self._samples], "message": verdict.message}
-        return PokeReturnValue(is_done=verdict.done, xcom_value=value if verdict.done else None)
+        if self._look is None:  # one look for the whole gate: it keeps the lag samples between pokes
+            self._look = health_look(self.job_home, self.kafka_conn_id, self.storage_conn_id, self._spec(),
+                                     float("inf"))
+        event = self._look()
+        self.log.info("job %s: %s", self.job_home, event["message"])
+        if event["status"] == "failed":
+            raise JobStateError(f"job {self.job_home} is not healthy: {event['message']}")
+        done = event["status"] == "success"
+        value = {"job": event.get("job"), "lag": event.get("lag"), "message": event["message"]}
+        return PokeReturnValue(is_done=done, xcom_value=value if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":

@@ -9,53 +9,25 @@ than once (the window starts again) and yields one event.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started
-from airflow_kafka_stream.core.job_state import JobState
-from airflow_kafka_stream.core.job_watch import Outcome, summary
-from airflow_kafka_stream.core.status_document import StatusDocument
+from airflow_kafka_stream.core.health import HealthSpec
+from airflow_kafka_stream.ops.watch import WAITING
 
 
-def read_status(job_home: str, storage_conn_id: str | None) -> dict[str, Any] | None:
+def health_look(job_home: str, kafka_conn_id: str, storage_conn_id: str | None, spec: HealthSpec,
+                timeout_seconds: float):
+    """The gate's look (``ops.health.HealthLook``), built from connection ids: it keeps its lag samples."""
     from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.ops.health import HealthLook
+    from airflow_kafka_stream.storage.jobhome import JobHome
 
-    return StreamJobHook(job_home, None, storage_conn_id).status()
-
-
-def sample_if_running(kafka_conn_id: str, job_home: str, status: dict[str, Any] | None, spec: HealthSpec,
-                      now: datetime, samples: list[LagSample]) -> None:
-    """Add a lag sample while this run of the job is RUNNING with a fresh heartbeat."""
-    doc = StatusDocument.parse(status)
-    if doc is not None and doc.state is JobState.RUNNING and judge_started(status, spec, now):
-        samples.append(lag_sample(kafka_conn_id, job_home, status, now))
-
-
-def partition_highs(kafka_conn_id: str, job_home: str, last_offsets: dict[str, dict[str, int]]
-                    ) -> dict[tuple[str, int], int]:
-    """High watermarks of the partitions the job reports offsets for."""
-    from airflow_kafka_stream.core.offsets import TopicPartition
-    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-    from airflow_kafka_stream.kafka.metadata import watermarks
-
-    config = StreamJobHook(job_home, kafka_conn_id, None).kafka_config()
-    partitions = [TopicPartition(t, int(p)) for t, parts in last_offsets.items() for p in parts]
-    found = watermarks(config, partitions) if partitions else {}
-    return {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()}
-
-
-def lag_sample(kafka_conn_id: str, job_home: str, status: dict[str, Any], now: datetime) -> LagSample:
-    from airflow_kafka_stream.core.health import total_lag
-
-    doc = StatusDocument.parse(status)
-    offsets = (doc.last_offsets if doc else None) or {}
-    return LagSample(now, total_lag(offsets, partition_highs(kafka_conn_id, job_home, offsets)),
-                     (doc.batches_this_run if doc else None) or 0)
+    hook = StreamJobHook(job_home, kafka_conn_id, storage_conn_id)
+    return HealthLook(JobHome(job_home, hook.storage_options()), hook.kafka_config(), spec, timeout_seconds)
 
 
 class StreamJobHealthTrigger(BaseTrigger):
@@ -105,24 +77,22 @@ class StreamJobHealthTrigger(BaseTrigger):
         except ValueError as exc:
             yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
             return
-        deadline = time.monotonic() + self.timeout_seconds
         self.log.info("watching the health of job %s for up to %.0fs", self.job_home, self.timeout_seconds)
-        samples: list[LagSample] = []
+        try:
+            look = await asyncio.to_thread(health_look, self.job_home, self.kafka_conn_id, self.storage_conn_id,
+                                           spec, self.timeout_seconds)
+        except Exception as exc:  # noqa: BLE001 - the event carries the reason
+            yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}", "job": {"state": None}})
+            return
         while True:
             try:
-                status = await asyncio.to_thread(read_status, self.job_home, self.storage_conn_id)
-                now = datetime.now(UTC)
-                await asyncio.to_thread(sample_if_running, self.kafka_conn_id, self.job_home, status, spec, now,
-                                        samples)
+                event = await asyncio.to_thread(look)
             except Exception as exc:  # noqa: BLE001 - the event carries the reason
                 yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}",
                                     "job": {"state": None}})
                 return
-            verdict = judge_health(status, samples, spec, now, time.monotonic() >= deadline)
-            if verdict.done:
-                yield TriggerEvent({"status": "success" if verdict.outcome is Outcome.SUCCESS else "failed",
-                                    "message": verdict.message, "job": summary(status, now),
-                                    "lag": [sample.lag for sample in samples]})
+            if event["status"] != WAITING:
+                yield TriggerEvent(event)
                 return
-            self.log.info("job %s: %s", self.job_home, verdict.message)
+            self.log.info("job %s: %s", self.job_home, event.get("message"))
             await asyncio.sleep(self.poll_seconds)

@@ -1,0 +1,238 @@
+"""Upgrade a streaming job with a health gate and a rollback: the decisions, and the whole run for a terminal.
+
+observe → decide → act, one step after the other; the Airflow task group (``operators.upgrade``) runs the
+same steps as tasks, and its ``outcome`` task asks :func:`decide_outcome`, so a DAG and the command line
+reach the same outcome and write the same history records:
+
+0. With ``standby`` (default) and a running job, the new version comes up beside the old one as a warm
+   standby (``ops.standby``). If it is not READY in time it is ended and the upgrade fails before any
+   downtime: the old version keeps running.
+1. The old version stops with a savepoint, pinned (kept out of housekeeping) because a rollback needs it.
+   If this fails, nothing changed.
+2. With ``drop_state``, a new checkpoint generation seeded at the savepoint's offsets.
+3. The new version starts: the standby's go, or a cold submit; it must report RUNNING.
+4. The health gate: it runs, commits ``health_batches`` batches and does not fall behind for
+   ``health_window_seconds`` (``core.health``).
+5. If 3 or 4 fails and ``rollback`` is on: the new version is stopped (at once if need be), a generation is
+   restored from the savepoint (state included) and the previous version is started exactly as it was last
+   submitted (``ops.submit.replay``).
+6. The outcome: the savepoint is unpinned once the upgrade is decided; a standby that never got its go is
+   ended; a failure says where the upgrade failed and whether the previous version runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_kafka_stream.core import standby as standby_rules
+from airflow_kafka_stream.core.health import HealthSpec
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError, StreamError
+from airflow_kafka_stream.ops.guard import job_is_running
+from airflow_kafka_stream.ops.health import HealthLook
+from airflow_kafka_stream.ops.launcher import Launcher, Submission
+from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.standby import StandbyHandle, end_standby, hand_over, launch_standby, wait_ready
+from airflow_kafka_stream.ops.stop import stop_job
+from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, look_started, replay, submit
+from airflow_kafka_stream.ops.watch import SUCCESS, wait
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UpgradeOptions:
+    """How an upgrade runs; the same names as the task group's arguments."""
+
+    standby: bool = True
+    drop_state: bool = False
+    allow_sink_batch_log: bool = False
+    rollback: bool = True
+    takeover_stopped: bool = False
+    health_batches: int = 3
+    health_window_seconds: float = 60.0
+    health_startup_seconds: float = 300.0
+    health_timeout_seconds: float = 900.0
+    stop_timeout_seconds: float = 300.0
+    start_timeout_seconds: float = 600.0
+    standby_ready_timeout_seconds: float = 600.0
+    poll_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("health_timeout_seconds", "stop_timeout_seconds", "start_timeout_seconds",
+                     "standby_ready_timeout_seconds", "poll_seconds"):
+            if not float(getattr(self, name)) > 0:
+                raise InvalidInputError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}",
+                                        setting=name)
+        try:
+            self.health_spec()
+        except ValueError as exc:
+            raise InvalidInputError(f"health gate: {exc}", setting="health_batches") from None
+
+    def health_spec(self, newer_than: datetime | None = None) -> HealthSpec:
+        return HealthSpec(int(self.health_batches), float(self.health_window_seconds), 0, newer_than,
+                          startup_seconds=float(self.health_startup_seconds))
+
+
+@dataclass(frozen=True)
+class UpgradeOutcome:
+    """A decided upgrade: the new version healthy, or (raised as an error instead) rolled back or not."""
+
+    upgraded: bool
+    version: str
+    savepoint: str | None
+    health: str | None
+    previous_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pin_reason(new_version: str) -> str:
+    return f"upgrade to version {new_version} may roll back to it"
+
+
+def savepoint_of(stopped: StopResult | Mapping[str, Any] | None) -> str | None:
+    """The savepoint the old version stopped with; None when the upgrade failed before it (nothing changed,
+    nothing to roll back)."""
+    if isinstance(stopped, StopResult):
+        return stopped.savepoint.id if stopped.savepoint else None
+    return ((stopped or {}).get("savepoint") or {}).get("id")
+
+
+def end_unused_standby(home: JobHome, handle: StandbyHandle | Mapping[str, Any] | None) -> bool:
+    """End a standby that never got its go (the stop or the handoff failed): it must not wait on. Returns
+    whether one was ended."""
+    if not handle:
+        return False
+    handle = handle if isinstance(handle, StandbyHandle) else StandbyHandle.of(handle)
+    record = home.standby_record()
+    if not record or record.get("token") != handle.token:
+        return False
+    if record.get("state") in standby_rules.LIVE_STATES and record.get("state") != standby_rules.TAKING_OVER:
+        end_standby(home, handle, "the upgrade ended without handing the job over to it")
+        log.warning("ended the standby of version %s (pid %s): it never got its go", handle.app_version, handle.pid)
+        return True
+    return False
+
+
+def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mapping[str, Any] | None,
+                   healthy: Mapping[str, Any] | None, rolled_back: Mapping[str, Any] | None, rollback: bool,
+                   standby: StandbyHandle | Mapping[str, Any] | None = None) -> UpgradeOutcome:
+    """Decide the upgrade from what its steps returned (step 6): the outcome when the new version is healthy,
+    else the error that says where it failed and whether the previous version runs again."""
+    from airflow_kafka_stream.ops.savepoints import unpin
+
+    end_unused_standby(home, standby)
+    savepoint = savepoint_of(stopped)
+    previous = (stopped.app_version if isinstance(stopped, StopResult) else (stopped or {}).get("app_version"))
+    where = home.url
+    if savepoint is None:
+        raise JobStateError(f"upgrade of {where} to version {new_version} failed before any downtime: the new "
+                            "version's standby did not become ready, or the old version did not stop with a "
+                            "savepoint; the old version keeps running (see the standby and stop steps)")
+    if healthy:
+        unpin(home, savepoint)
+        log.info("upgrade of %s to version %s succeeded: %s", where, new_version, healthy.get("message"))
+        return UpgradeOutcome(True, str(new_version), savepoint, healthy.get("message"), previous)
+    if rolled_back:
+        unpin(home, savepoint)
+        raise JobStateError(
+            f"upgrade of {where} to version {new_version} failed its start or health gate and was rolled back: "
+            f"version {previous} runs again from savepoint {savepoint} (generation {rolled_back.get('generation')})")
+    if not rollback:
+        raise JobStateError(
+            f"upgrade of {where} to version {new_version} failed its start or health gate; rollback is off, so the "
+            f"new version is left as it is. Savepoint {savepoint} (kept pinned) holds the previous version "
+            f"{previous}'s position: restore it and submit that version to roll back by hand")
+    raise OperationIncompleteError(
+        f"upgrade of {where} to version {new_version} failed and the rollback did not complete: savepoint "
+        f"{savepoint} (kept pinned) holds the previous version's position. Retry the rollback, or restore that "
+        "savepoint and submit the previous version by hand")
+
+
+def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Mapping[str, Any],
+            options: UpgradeOptions | None = None, *, secrets: list[str] | None = None, by: str | None = None,
+            say: Callable[[str], None] = log.info) -> UpgradeOutcome:
+    """The whole upgrade in this process (the command line's driver); ``say`` hears each step as it starts."""
+    options = options or UpgradeOptions()
+    home.require()
+    running, _status = job_is_running(home)
+    handle: StandbyHandle | None = None
+    stopped: StopResult | None = None
+    try:
+        if options.standby and running:
+            say(f"starting version {new.app_version} as a warm standby")
+            handle = launch_standby(home, new, launcher, by=by)
+            wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
+        say("stopping the running version with a savepoint")
+        stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=min(options.poll_seconds, 1.0),
+                           by=by, pin_reason=pin_reason(new.app_version))
+    except StreamError:
+        end_unused_standby(home, handle)
+        raise
+    healthy = _start_and_gate(home, new, launcher, kafka_config, options, stopped, handle, secrets, by, say)
+    rolled_back = None
+    if healthy is None and options.rollback:
+        rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say)
+    return decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
+
+
+def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Mapping[str, Any],
+                    options: UpgradeOptions, stopped: StopResult, handle: StandbyHandle | None,
+                    secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Steps 2–4: the new version's start and health gate; None when either failed (logged with why)."""
+    from airflow_kafka_stream.ops.savepoints import restore
+
+    try:
+        if options.drop_state:
+            say(f"restoring savepoint {savepoint_of(stopped)} without state")
+            restore(home, savepoint_of(stopped), drop_state=True, allow_sink_batch_log=options.allow_sink_batch_log,
+                    by=by)
+        if handle is not None and not options.drop_state:
+            say(f"giving the standby of version {new.app_version} the go")
+            started = hand_over(home, handle, stopped, takeover_stopped=options.takeover_stopped, by=by)
+        else:
+            end_unused_standby(home, handle)
+            say(f"starting version {new.app_version}")
+            started = submit(home, new, launcher, by=by)
+        event = wait(lambda: look_started(home, started, 0), options.start_timeout_seconds, options.poll_seconds)
+        conclude_start(home, started, event, secrets)
+        say(f"health gate: {options.health_batches} batches, lag not growing for {options.health_window_seconds:.0f}s")
+        gate = HealthLook(home, kafka_config, options.health_spec(datetime.fromisoformat(started.submitted_at)),
+                          options.health_timeout_seconds)
+        verdict = wait(gate, options.health_timeout_seconds + options.poll_seconds, options.poll_seconds)
+    except StreamError as exc:
+        say(f"version {new.app_version} failed to start: {exc}")
+        return None
+    if verdict.get("status") != SUCCESS:
+        say(f"version {new.app_version} failed its health gate: {verdict.get('message')}")
+        return None
+    return verdict
+
+
+def _roll_back(home: JobHome, stopped: StopResult, launcher: Launcher, options: UpgradeOptions,
+               secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Step 5: stop the new version, restore the savepoint with its state, start the previous version as it
+    was submitted; None when any part failed (the outcome then says how to finish by hand)."""
+    from airflow_kafka_stream.ops.savepoints import restore
+
+    previous, savepoint = stopped.app_version, savepoint_of(stopped)
+    try:
+        say("rolling back: stopping the new version")
+        stop_job(home, options.stop_timeout_seconds, savepoint=False, on_timeout="kill",
+                 poll=min(options.poll_seconds, 1.0), by=by)
+        say(f"rolling back: restoring savepoint {savepoint}")
+        restored = restore(home, str(savepoint), allow_sink_batch_log=options.allow_sink_batch_log, by=by)
+        say(f"rolling back: starting version {previous} as it was last submitted")
+        started: SubmitResult = replay(home, str(previous), launcher, by=by)
+        event = wait(lambda: look_started(home, started, 1), options.start_timeout_seconds, options.poll_seconds)
+        running = conclude_start(home, started, event, secrets)
+    except StreamError as exc:
+        say(f"the rollback failed: {exc}")
+        return None
+    return {**running, "generation": restored.generation}
