@@ -26,9 +26,10 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from airflow_kafka_stream.storage.files import is_local
+from airflow_kafka_stream.storage.layout import HISTORY, HISTORY_RECORDS
 
-HISTORY_FILE = "history.jsonl"
-RECORDS_DIR = "history"
+HISTORY_FILE = HISTORY[0]
+RECORDS_DIR = HISTORY_RECORDS[0]
 #: Record objects that make the lock holder fold them into history.jsonl.
 COMPACT_AFTER = 20
 
