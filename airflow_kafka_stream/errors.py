@@ -59,6 +59,10 @@ class JobStateError(StreamError):
     """The job is in a state that forbids the operation (running, locked, in flight)."""
 
 
+class WatchdogGaveUp(JobStateError):
+    """The watchdog stopped restarting a job that keeps failing: a person must look at it (its failure)."""
+
+
 class OperationIncompleteError(StreamError):
     """An operation changed something and could not finish; the message says what holds now and how to finish."""
 

@@ -43,6 +43,19 @@ OPTION_OF_SETTING = {
     "command_config": "--command-config",
     "storage_options": "--storage-options",
     "stall_threshold": "--stall-threshold",
+    "kill_timeout": "--kill-timeout",
+    "master": "--master",
+    "deploy_mode": "--deploy-mode",
+    "executor_environment": "--executor-environment",
+    "job_home_shared": "--job-home-shared",
+    "application": "--application",
+    "spark_submit": "--spark-submit",
+    "takeover_stopped": "--takeover-stopped",
+    "health_batches": "--health-batches, --health-window, --health-startup",
+    "health_timeout_seconds": "--health-timeout",
+    "stop_timeout_seconds": "--stop-timeout",
+    "start_timeout_seconds": "--start-timeout",
+    "standby_ready_timeout_seconds": "--standby-timeout",
 }
 
 

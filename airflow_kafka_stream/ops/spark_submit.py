@@ -78,7 +78,7 @@ def plan_submit(*, master: str, deploy_mode: str | None, spark_conf: Mapping[str
     if where.driver_elsewhere:
         if where.manager not in DRIVER_ENV_CONF:
             raise InvalidInputError(f"deploy mode cluster on {where.manager}: Spark's standalone manager runs Python "
-                                    "drivers in client mode only; drop deploy_mode=cluster")
+                                    "drivers in client mode only; use client mode", setting="deploy_mode")
         conf.setdefault(WAIT_CONF[where.manager], "false")
         properties = {DRIVER_ENV_CONF[where.manager].format(key): value for key, value in driver_env.items()}
     kwargs["conf"] = conf
@@ -93,7 +93,8 @@ def _environment(choice: str | None, where: Placement, conf: dict[str, str], dri
         python = choice[len(INSTALLED_PREFIX):]
         if not os.path.isabs(python):
             raise InvalidInputError(f"executor_environment {choice!r}: give the absolute path of the interpreter "
-                                    "installed on every node, e.g. python:/opt/stream-env/bin/python")
+                                    "installed on every node, e.g. python:/opt/stream-env/bin/python",
+                                    setting="executor_environment")
         conf.setdefault("spark.pyspark.python", python)
         return None
     if choice == PACKED:
@@ -104,7 +105,8 @@ def _environment(choice: str | None, where: Placement, conf: dict[str, str], dri
         archive = choice
         if "://" not in archive and not os.path.isfile(archive):
             raise InvalidInputError(f"executor_environment {choice!r} is neither 'packed', python:/path, nor an "
-                                    "existing archive; pack one with `airflow-kafka-stream pack-env`")
+                                    "existing archive; pack one with `airflow-kafka-stream pack-env`",
+                                setting="executor_environment")
     conf.setdefault("spark.pyspark.python", f"./{ARCHIVE_ALIAS}/bin/python")
     if not where.driver_elsewhere:
         conf.setdefault("spark.pyspark.driver.python", driver_python)
@@ -140,7 +142,7 @@ def driver_workdir(plan: SubmitPlan) -> str | None:
     if os.path.islink(link) and os.readlink(link) == environment:
         return folder
     raise JobStateError(f"cannot make the driver's working directory {folder} (a link {ARCHIVE_ALIAS} -> "
-                        f"{environment}); remove {folder} and submit again")
+                        f"{environment}); remove {folder} and submit again", setting="executor_environment")
 
 
 def render_properties(values: Mapping[str, str]) -> str:
@@ -229,7 +231,7 @@ class SparkSubmitLauncher:
             found = APPLICATION_ID.findall(log.read())
         if done.returncode != 0:
             raise JobStateError(f"spark-submit to {plan.where.manager} in cluster mode exited with "
-                                f"{done.returncode}; see {log_path}")
+                                f"{done.returncode}; see {log_path}", setting="master")
         application_id = next((a or b for a, b in reversed(found)), None)
         return LaunchedDriver(None, None, log_path, application_id)
 

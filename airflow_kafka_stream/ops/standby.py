@@ -169,16 +169,25 @@ def end_live_standby(home: JobHome, reason: str, by: str | None = None) -> Stand
     Refused, with nothing changed, when no standby is live or when it is already taking over.
     """
     home.require()
-    found = home.standby_record()
-    if not found or not rules.is_live(found, process_alive(found.get("pid"), found.get("host")), datetime.now(UTC)):
+    handle = live_standby(home)
+    if handle is None:
+        found = home.standby_record()
         raise JobStateError(f"job {home.url} has no live standby"
                             + (f" (the last one is {found.get('state')})" if found else "")
                             + "; nothing was changed")
-    handle = StandbyHandle(token=found["token"], app_version=str(found.get("version")), pid=found.get("pid"),
-                           host=found.get("host"), driver_log=found.get("log"),
-                           launched_at=found.get("launched_at") or found.get("registered_at"))
     end_standby(home, handle, reason, by=by)
     return handle
+
+
+def live_standby(home: JobHome, now: datetime | None = None) -> StandbyHandle | None:
+    """The job's live standby (launched, ready or taking over, its process not gone), None when none is."""
+    found = home.standby_record()
+    if not found or not rules.is_live(found, process_alive(found.get("pid"), found.get("host")),
+                                      now or datetime.now(UTC)):
+        return None
+    return StandbyHandle(token=found["token"], app_version=str(found.get("version")), pid=found.get("pid"),
+                         host=found.get("host"), driver_log=found.get("log"),
+                         launched_at=found.get("launched_at") or found.get("registered_at"))
 
 
 def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Mapping[str, Any], *,

@@ -35,7 +35,14 @@ from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.health import HealthLook
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult
-from airflow_kafka_stream.ops.standby import StandbyHandle, end_standby, hand_over, launch_standby, wait_ready
+from airflow_kafka_stream.ops.standby import (
+    StandbyHandle,
+    end_standby,
+    hand_over,
+    launch_standby,
+    live_standby,
+    wait_ready,
+)
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, look_started, replay, submit
 from airflow_kafka_stream.ops.watch import SUCCESS, wait
@@ -166,8 +173,12 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     stopped: StopResult | None = None
     try:
         if options.standby and running:
-            say(f"starting version {new.app_version} as a warm standby")
-            handle = launch_standby(home, new, launcher, by=by)
+            handle = live_standby(home)
+            if handle is not None and handle.app_version == new.app_version:
+                say(f"using the live standby of version {new.app_version} (pid {handle.pid})")
+            else:
+                say(f"starting version {new.app_version} as a warm standby")
+                handle = launch_standby(home, new, launcher, by=by)
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
         say("stopping the running version with a savepoint")
         stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=min(options.poll_seconds, 1.0),

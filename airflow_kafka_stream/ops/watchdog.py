@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
-from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.health import job_lag
 from airflow_kafka_stream.ops.launcher import Launcher
 from airflow_kafka_stream.ops.submit import LAUNCHED, SubmitResult, replay
@@ -113,7 +113,7 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
         with recorded_operation(home, "watchdog-give-up", {"reason": decision.reason}, by=by, lock=False) as record:
             record["result"] = "failed"
             record["error"] = decision.reason
-        raise JobStateError(f"job {home.url}: {decision.reason}")
+        raise WatchdogGaveUp(f"job {home.url}: {decision.reason}")
     version = str((status or {}).get("app_version") or home.spec().get("version") or "")
     args = {"reason": decision.reason, "action": decision.action.value, "version": version}
     # Not under the job lock: the restart's submit takes it (and so does the new driver's start).

@@ -45,7 +45,6 @@ NO_SETTING = {
     ("ops/standby.py", "end_live_standby", "JobStateError"): (1, "there is no live standby to end"),
     ("ops/standby.py", "hand_over", "JobStateError"):
         (2, "the old version still runs, or the standby can no longer take over: the upgrade's state"),
-    ("ops/stop.py", "stop_job", "JobStateError"): (1, "the job never reported a status: nothing to stop"),
     ("ops/stop.py", "request_stop", "JobStateError"): (1, "the job never reported a status: nothing to stop"),
     ("ops/stop.py", "complete_stop", "JobStateError"): (1, "the job has not stopped yet: nothing to save"),
     ("ops/stop.py", "_savepoint", "JobStateError"):
@@ -55,7 +54,11 @@ NO_SETTING = {
         (1, "start offsets are resolved by Kafka when the job starts: it must start first"),
     ("ops/unstarted.py", "UnstartedGeneration.refusal", "JobStateError"):
         (1, "no batch committed on the new generation yet: the job must start first"),
-    ("ops/watchdog.py", "watch", "JobStateError"): (1, "the watchdog gave up: the job's failure must be fixed"),
+    ("ops/watchdog.py", "watch", "WatchdogGaveUp"): (1, "the watchdog gave up: the job's failure must be fixed"),
+    ("ops/submit.py", "conclude_start", "JobStateError"):
+        (1, "the new driver failed or did not start in time: its error and log say why"),
+    ("ops/upgrade.py", "decide_outcome", "JobStateError"):
+        (3, "the upgrade's outcome (failed before downtime, rolled back, or left as it is): what holds now"),
     ("core/checkpoint_log.py", "*", "CheckpointFormatError"):
         (12, "a damaged or foreign checkpoint file: restored from a savepoint, not set"),
     ("core/kafka_sources.py", "KafkaSources.require_one_position_per_partition", "InvalidInputError"):
@@ -79,11 +82,6 @@ NO_SETTING = {
 
 #: Settings no CLI command takes, each with why, and the operator that takes it.
 OPERATOR_ONLY = {
-    "master": ("the CLI does not submit jobs", "StreamSubmitOperator"),
-    "deploy_mode": ("the CLI does not submit jobs", "StreamSubmitOperator"),
-    "job_home_shared": ("the CLI does not submit jobs", "StreamSubmitOperator"),
-    "application": ("the CLI does not submit jobs", "StreamSubmitOperator"),
-    "takeover_stopped": ("the CLI does not run upgrades", "UpgradeSubmitOperator"),
     "poll_seconds": ("the CLI looks at the job in its own loop", "StreamStopOperator"),
     "spark_conn_id": ("the CLI launches spark-submit itself, with --master", "StreamSubmitOperator"),
 }
@@ -91,7 +89,11 @@ OPERATOR_ONLY = {
 CLI_ONLY = {
     "command_config": "operators take Kafka client settings from a connection, not a properties file",
     "checkpoint": "operators work on a job home's current checkpoint, never a bare one",
-    "spark_submit": "operators launch through SparkSubmitHook, which finds spark-submit from the connection",
+    "spark_submit": "operators launch through SparkSubmitHook, which finds spark-submit through the connection",
+    **{name: "the upgrade task group hands these to its health sensor and tasks, whose parameters are named "
+             "for what they do there (min_batches, window_seconds, timeout_seconds...)"
+       for name in ("health_batches", "health_timeout_seconds", "stop_timeout_seconds", "start_timeout_seconds",
+                    "standby_ready_timeout_seconds")},
 }
 #: Settings passed to a refusal through a variable (``setting=setting``), as their callers give them.
 INDIRECT = {"job_home", "checkpoint", "bootstrap_servers", "group", "stall_threshold", "max_age"}
@@ -309,7 +311,7 @@ def test_one_reason_is_raised_as_it_is():
 
 
 def test_the_cli_names_every_flag():
-    assert refusal_text("m", ("drop_state", "allow_sink_batch_log", "master")) == (
+    assert refusal_text("m", ("drop_state", "allow_sink_batch_log", "poll_seconds")) == (
         "m [drop_state: --drop-state; allow_sink_batch_log: --allow-sink-batch-log]")
     assert refusal_text("m", "job_home") == "m [job_home: --job-home]"
     assert refusal_text("m", ()) == "m"

@@ -1,0 +1,116 @@
+"""What the commands that start drivers share: the submission's options, the Kafka settings, the launcher.
+
+Secrets come from the ``--command-config`` properties file and reach the driver in its environment only;
+the submission recorded in the job home (and every process argument) holds none.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from airflow_kafka_stream.cli.common import nonempty
+from airflow_kafka_stream.errors import InvalidInputError
+
+
+def add_kafka_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", type=nonempty,
+                   help="Kafka brokers (default: --command-config's bootstrap.servers, else job.json's)")
+    p.add_argument("--command-config", type=nonempty,
+                   help="client properties file (bootstrap.servers, security settings, secrets): the driver gets "
+                        "them in its environment, never in its arguments")
+
+
+def add_launch_args(p: argparse.ArgumentParser, *, version_required: bool = True) -> None:
+    """The options of a submission: the application, its arguments, Spark's settings, where it runs."""
+    p.add_argument("--app-version", type=nonempty, required=version_required,
+                   help="the application version being started (recorded in job.json and savepoints)")
+    p.add_argument("--application", type=nonempty,
+                   help="the PySpark file to run (default: the package's example pipeline)")
+    p.add_argument("--topic", action="append", default=[], type=nonempty,
+                   help="with the example pipeline: a topic it reads (repeatable)")
+    p.add_argument("--group", type=nonempty, help="with the example pipeline: the consumer group it commits to")
+    p.add_argument("--output", type=nonempty, help="with the example pipeline: its output directory")
+    p.add_argument("--starting-offsets", default="earliest", type=nonempty,
+                   help="with the example pipeline: where a fresh checkpoint starts (earliest, latest, group, JSON)")
+    p.add_argument("--master", type=nonempty,
+                   help="the Spark master (local[2], spark://host:7077, yarn, k8s://...; default: the version's "
+                        "recorded one, else local[*])")
+    p.add_argument("--deploy-mode", choices=["client", "cluster"], help="where the driver runs (default client)")
+    p.add_argument("--conf", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                   help="a Spark setting for spark-submit (repeatable; never a secret: use --command-config)")
+    p.add_argument("--executor-environment", type=nonempty,
+                   help="the executors' Python on a cluster: packed, an archive, or python:/path/bin/python")
+    p.add_argument("--job-home-shared", action="store_true",
+                   help="the local job home path is a shared mount seen at the same path on every node")
+    p.add_argument("--spark-submit", type=nonempty, help="the spark-submit program (default: the one on PATH)")
+    p.add_argument("application_args", nargs="*", metavar="-- ARG",
+                   help="arguments of --application, after --")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, e.g. spark.executor.memory=2g")
+    return key.strip(), value
+
+
+def kafka_settings(args: argparse.Namespace, home: Any | None) -> dict[str, Any]:
+    """The librdkafka settings: job.json's (no secrets there), the properties file's, then --bootstrap-server."""
+    from airflow_kafka_stream.core.redaction import is_secret_key
+    from airflow_kafka_stream.kafka.clients import check_client_config
+    from airflow_kafka_stream.ops.context import read_properties
+
+    spec = home.spec() if home is not None and home.exists() else {}
+    kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not is_secret_key(k)}
+    if args.command_config:
+        kafka.update(read_properties(args.command_config))
+    if args.bootstrap_server:
+        kafka["bootstrap.servers"] = args.bootstrap_server
+    if not kafka.get("bootstrap.servers"):
+        raise InvalidInputError("no Kafka brokers known for this job: give them (or set bootstrap.servers in the "
+                                "client properties file)", setting="bootstrap_servers")
+    kafka.pop("group.id", None)  # the group belongs to the job, not to client settings shared by several jobs
+    check_client_config(kafka)
+    return kafka
+
+
+def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], base: Any | None = None):
+    """The submission the options describe; without an application or arguments, ``base`` (the running
+    version's recorded one) with the new version, so an upgrade of the same program needs only a version."""
+    from dataclasses import replace
+
+    from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
+
+    given = {"spark_conf": dict(args.conf)} if args.conf else {}
+    for name in ("deploy_mode", "executor_environment", "master"):
+        if getattr(args, name):
+            given[name] = getattr(args, name)
+    if args.job_home_shared:
+        given["job_home_shared"] = True
+    uses_example = not args.application and not args.application_args
+    if base is not None and uses_example and not (args.topic or args.group or args.output):
+        return replace(base.with_version(args.app_version), application_args=_with_version(
+            base.application_args, args.app_version), **given)
+    app_args = list(args.application_args)
+    if uses_example:
+        app_args = example_pipeline_args(job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
+                                         topics=args.topic, group=args.group or "", output_path=args.output or "",
+                                         app_version=args.app_version, starting_offsets=args.starting_offsets)
+    given.setdefault("master", "local[*]")
+    return Submission(args.app_version, args.application, tuple(app_args), **given)
+
+
+def _with_version(arguments: tuple[str, ...], version: str) -> tuple[str, ...]:
+    """The example pipeline's arguments with ``--app-version`` set to the new version."""
+    found = list(arguments)
+    if "--app-version" in found[:-1]:
+        found[found.index("--app-version") + 1] = version
+    return tuple(found)
+
+
+def launcher_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any]):
+    from airflow_kafka_stream.ops.spark_submit import SparkSubmitLauncher
+
+    return SparkSubmitLauncher(home.url, getattr(args, "master", None), kafka, home.storage_options,
+                               getattr(args, "spark_submit", None))
