@@ -57,7 +57,18 @@ def test_refused_with_the_setting_named_and_no_secret(config, needles):
     ],
 )
 def test_accepted(config):
-    check_client_config(config)
+    """What the check accepts, librdkafka accepts too: the clients the operations build from it are made."""
+    from airflow_kafka_stream.kafka.clients import admin_client, consumer
+
+    assert check_client_config(config) is None
+    # Brokers nobody listens on: a client is made without a connection, as the check makes its probe.
+    probe = {**config, "bootstrap.servers": "127.0.0.1:9"}
+    assert admin_client(probe) is not None
+    made = consumer({**probe, "group.id": probe.get("group.id", "check")})
+    try:
+        assert made.assignment() == [], "a consumer made from accepted settings that reads nothing yet"
+    finally:
+        made.close()
 
 
 def test_the_job_runtime_refuses_the_same_settings_at_start():
