@@ -59,4 +59,6 @@ with DAG(
         takeover_stopped="{{ params.takeover_stopped }}",
         stop_timeout_seconds="{{ params.stop_timeout_seconds }}",
         health_timeout_seconds="{{ params.health_timeout_seconds }}",
+        # An upgrade's waits (a drain, a standby, a health window) last minutes: hold no worker slot for them.
+        deferrable=True,
     )

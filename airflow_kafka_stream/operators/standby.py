@@ -55,6 +55,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
             raise AirflowSkipException(f"job {self.job_home} does not run (state {(status or {}).get('state')}): "
                                        "there is nothing to take over from, the new version starts cold")
         handle = launch_standby(home, submission, launcher)
+        self._standby = handle.to_dict()
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
         context["ti"].xcom_push(key="standby", value=handle.to_dict())
@@ -64,6 +65,11 @@ class StreamStandbyOperator(StreamSubmitOperator):
                                             timeout_seconds=self.ready_timeout_seconds)
         return wait_then_defer(self, context, trigger, "ready_complete", {"standby": handle.to_dict()},
                                defer_after(self.defer_after_seconds))
+
+    def on_kill(self) -> None:
+        """A killed task ends the standby it launched (as Dataflow's operators cancel their job): nothing else
+        would, and it would hold its driver until its own wait for a go times out."""
+        end_standby_of(self, getattr(self, "_standby", None))
 
     def ready_complete(self, context: Context, event: dict[str, Any], standby: dict[str, Any] | None = None
                        ) -> dict[str, Any]:
@@ -109,6 +115,10 @@ class UpgradeStopOperator(StreamStopOperator):
     def execute_complete(self, context: Context, event: dict[str, Any], phase: str = "drain") -> dict[str, Any]:
         self._remember_standby(context)
         return super().execute_complete(context, event, phase=phase)
+
+    def on_kill(self) -> None:
+        """A stop killed before it gave the go ends the standby: the upgrade cannot hand over any more."""
+        end_standby_of(self, self._handle)
 
     def _remember_standby(self, context: Context) -> None:
         if self.standby_task_id and not as_flag(self.restore_first, "drop_state"):
@@ -163,3 +173,19 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
                                takeover_stopped=as_flag(self.takeover_stopped, "takeover_stopped")).to_dict()
             self.log.info("gave the standby of version %s (pid %s) the go", self.app_version, handle.get("pid"))
         return self._watch(context, result)
+
+
+def end_standby_of(task: Any, handle: dict[str, Any] | None) -> None:
+    """``on_kill``'s end of a standby that never got its go (``ops.upgrade.end_unused_standby``); a failure is
+    logged, never raised: the task is being killed already."""
+    if not handle:
+        return
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.ops.upgrade import end_unused_standby
+
+    try:
+        if end_unused_standby(StreamJobHook(task.job_home, None, task.storage_conn_id).home(), handle):
+            task.log.warning("the task was killed: ended the standby of version %s (pid %s)",
+                             handle.get("app_version"), handle.get("pid"))
+    except Exception:  # noqa: BLE001 - on_kill must not raise
+        task.log.exception("the task was killed, and ending its standby failed; end it with `standby end`")

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -130,7 +131,7 @@ def stream_upgrade_task_group(
     start_timeout_seconds: float = 600.0,
     health_timeout_seconds: float | str = 900.0,
     poll_seconds: float = 5.0,
-    deferrable: bool = True,
+    deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=True),
     defer_after_seconds: float | None = None,
     standby: bool | str = True,
     standby_ready_timeout_seconds: float = 600.0,

@@ -140,6 +140,16 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
     assert again.returncode == 2 and "has no live standby (the last one is ENDED)" in again.stderr, again.stderr
     assert len(job.jobhome.history()) == history, "a refusal changes nothing"
     assert json.loads(cli_subprocess("status", "--job-home", job.home, "--json").stdout)["standby"] is None
+    # 4. The Airflow task that launched a standby is killed (marked failed, or its upgrade run cancelled): its
+    # on_kill ends the standby, as nothing else would until the standby's own wait for a go times out.
+    from airflow_kafka_stream.operators.standby import StreamStandbyOperator
+
+    killed = launch_standby(job.jobhome, Submission("6"), job.launcher(APPS / "unready_version.py"))
+    task = StreamStandbyOperator(task_id="start_standby", job_home=str(job.home), app_version="6")
+    task._standby = killed.to_dict()
+    task.on_kill()
+    assert process_alive(killed.pid, killed.host) is False, "the killed task's standby was ended"
+    assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
     runs_untouched(job, before)
 
 
