@@ -75,19 +75,40 @@ class StreamJobHook(BaseHook):
             options["secret"] = conn.password
         return options
 
-    def home(self):
-        """The job home, refused when the directory is not one."""
+    def home(self, require: bool = True):
+        """The job home (``storage.jobhome.JobHome``), refused when the directory is not one; with
+        ``require=False`` as it is, for a job home a first submit makes or a driver just launched has not
+        written yet. Operators, sensors and triggers get the home here, never from storage directly."""
         from airflow_kafka_stream.storage.jobhome import JobHome
 
         home = JobHome(self.job_home, self.storage_options())
-        home.require()
+        if require:
+            home.require()
         return home
 
     def status(self) -> dict[str, Any] | None:
         """The job's last status; None before it reported one (a job just submitted may have no home yet)."""
-        from airflow_kafka_stream.storage.jobhome import JobHome
+        return self.home(require=False).status()
 
-        return JobHome(self.job_home, self.storage_options()).status()
+    def health_look(self, spec: Any, timeout_seconds: float):
+        """The upgrade's health gate look (``ops.health.HealthLook`` for ``spec``, a ``core.health.HealthSpec``):
+        each call takes a lag sample and judges; it keeps its samples, so the sensor and the trigger each hold
+        one for their whole gate."""
+        from airflow_kafka_stream.ops.health import HealthLook
+
+        return HealthLook(self.home(require=False), self.kafka_config(), spec, timeout_seconds)
+
+    def group_sync(self) -> dict[str, Any]:
+        """One verification (``ops.verify``), reduced to what a wait for the group needs: in sync or not, and
+        the partitions that are not."""
+        from airflow_kafka_stream.ops.verify import verify
+
+        report = verify(self.context()).to_dict()
+        # In sync: equal, or (a running job) at a batch it committed while it was looked at (core/verify.py).
+        behind = [f"{p['topic']}:{p['partition']} group {p['group_offset']} checkpoint {p['checkpoint_offset']}"
+                  for p in report["partitions"] if not p["group_in_sync"]]
+        return {"in_sync": not behind, "behind": behind, "status": report["status"],
+                "partitions": len(report["partitions"])}
 
     def context(self, group: str | None = None, checkpoint: str | None = None, sink_path: str | None = None,
                 need_kafka: bool = True, sink_kind: str | None = None):

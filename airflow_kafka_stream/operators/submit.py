@@ -8,6 +8,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -132,11 +133,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
         from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
         from airflow_kafka_stream.ops.submit import recorded_submission
-        from airflow_kafka_stream.storage.jobhome import JobHome
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.kafka_config()
-        home = JobHome(self.job_home, hook.storage_options())
+        home = hook.home(require=False)  # a first submit makes the job home
         launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id, kafka, hook.storage_options())
         if self.from_submission:
             return home, recorded_submission(home, str(self.app_version)), launcher
@@ -158,7 +158,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         context["ti"].xcom_push(key="submit", value=submitted)
         newer_than = submitted["submitted_at"] if submitted.get("action") != "already-running" else None
         trigger = StreamJobStateTrigger(
-            job_home=self.job_home, target_states=["RUNNING"], min_batches=self.min_batches, newer_than=newer_than,
+            job_home=self.job_home, target_states=[JobState.RUNNING.value], min_batches=self.min_batches,
+            newer_than=newer_than,
             storage_conn_id=self.storage_conn_id, poll_seconds=self.poll_seconds,
             timeout_seconds=self.timeout_seconds, driver_pid=submitted.get("pid"), driver_host=submitted.get("host"))
         return wait_then_defer(self, context, trigger, "execute_complete", {"submitted": submitted},

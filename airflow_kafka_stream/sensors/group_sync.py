@@ -9,8 +9,9 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.triggers.group_sync import StreamGroupSyncTrigger, group_sync
+from airflow_kafka_stream.triggers.group_sync import StreamGroupSyncTrigger
 
 
 class StreamGroupSyncSensor(JobHomeTask, BaseSensorOperator):
@@ -47,7 +48,7 @@ class StreamGroupSyncSensor(JobHomeTask, BaseSensorOperator):
                    method_name="execute_complete")
 
     def poke(self, context: Context) -> PokeReturnValue:
-        found = group_sync(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        found = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).group_sync()
         self.log.info("job %s: %s", self.job_home, "in sync" if found["in_sync"] else "; ".join(found["behind"]))
         return PokeReturnValue(is_done=found["in_sync"], xcom_value=found if found["in_sync"] else None)
 

@@ -11,8 +11,9 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.health import HealthSpec
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger, health_look
+from airflow_kafka_stream.triggers.health import StreamJobHealthTrigger
 
 
 class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
@@ -95,8 +96,8 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         if self._look is None:  # one look for the whole gate: it keeps the lag samples between pokes
-            self._look = health_look(self.job_home, self.kafka_conn_id, self.storage_conn_id, self._spec(),
-                                     float("inf"))
+            self._look = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).health_look(
+                self._spec(), float("inf"))
         event = self._look()
         self.log.info("job %s: %s", self.job_home, event["message"])
         if event["status"] == "failed":

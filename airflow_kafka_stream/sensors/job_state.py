@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
@@ -61,17 +60,16 @@ class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.storage.processes import driver_gone
+        from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, look_job
 
         # A job just submitted may not have created its home yet: no status is a reason to wait, not to fail.
-        status = StreamJobHook(self.job_home, None, self.storage_conn_id).status()
-        now = datetime.now(UTC)
-        verdict = judge(status, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age), now,
-                        driver_gone(status))
-        self.log.info("job %s: %s", self.job_home, verdict.message)
-        if verdict.outcome is Outcome.FAILED:
-            raise JobStateError(f"job {self.job_home}: {verdict.message}")
-        return PokeReturnValue(is_done=verdict.done, xcom_value=summary(status, now) if verdict.done else None)
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home(require=False)
+        event = look_job(home, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age))
+        self.log.info("job %s: %s", self.job_home, event["message"])
+        if event["status"] == FAILED:
+            raise JobStateError(f"job {self.job_home}: {event['message']}")
+        done = event["status"] == SUCCESS
+        return PokeReturnValue(is_done=done, xcom_value=event["job"] if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":

@@ -10,18 +10,6 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
-def group_sync(job_home: str, kafka_conn_id: str, storage_conn_id: str | None) -> dict[str, Any]:
-    """One verification, reduced to what a wait needs: in sync or not, and the partitions that are not."""
-    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-    from airflow_kafka_stream.ops.verify import verify
-
-    report = verify(StreamJobHook(job_home, kafka_conn_id, storage_conn_id).context()).to_dict()
-    # In sync: equal, or (a running job) at a batch it committed while it was looked at (core/verify.py).
-    behind = [f"{p['topic']}:{p['partition']} group {p['group_offset']} checkpoint {p['checkpoint_offset']}"
-              for p in report["partitions"] if not p["group_in_sync"]]
-    return {"in_sync": not behind, "behind": behind, "status": report["status"], "partitions": len(report["partitions"])}
-
-
 class StreamGroupSyncTrigger(BaseTrigger):
     """Yield one event: ``success`` once group and checkpoint agree on every partition, ``timeout`` otherwise.
 
@@ -47,13 +35,20 @@ class StreamGroupSyncTrigger(BaseTrigger):
                  "storage_conn_id": self.storage_conn_id, "poll_seconds": self.poll_seconds,
                  "timeout_seconds": self.timeout_seconds})
 
+    def group_sync(self) -> dict[str, Any]:
+        """One comparison (blocking: it reads storage and the brokers): ``StreamJobHook.group_sync``, which the
+        sensor's pokes call too."""
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+        return StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).group_sync()
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         deadline = time.monotonic() + self.timeout_seconds
         self.log.info("waiting up to %.0fs for the group of job %s to match its checkpoint", self.timeout_seconds,
                       self.job_home)
         while True:
             try:
-                found = await asyncio.to_thread(group_sync, self.job_home, self.kafka_conn_id, self.storage_conn_id)
+                found = await asyncio.to_thread(self.group_sync)
             except Exception as exc:  # noqa: BLE001 - the event carries the reason
                 yield TriggerEvent({"status": "error", "message": f"cannot compare group and checkpoint: {exc}"})
                 return

@@ -19,17 +19,6 @@ from airflow_kafka_stream.core.health import HealthSpec
 from airflow_kafka_stream.ops.watch import WAITING
 
 
-def health_look(job_home: str, kafka_conn_id: str, storage_conn_id: str | None, spec: HealthSpec,
-                timeout_seconds: float):
-    """The gate's look (``ops.health.HealthLook``), built from connection ids: it keeps its lag samples."""
-    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-    from airflow_kafka_stream.ops.health import HealthLook
-    from airflow_kafka_stream.storage.jobhome import JobHome
-
-    hook = StreamJobHook(job_home, kafka_conn_id, storage_conn_id)
-    return HealthLook(JobHome(job_home, hook.storage_options()), hook.kafka_config(), spec, timeout_seconds)
-
-
 class StreamJobHealthTrigger(BaseTrigger):
     """Yield one event: ``success`` when the job is healthy, ``failed`` with why when it is not.
 
@@ -71,6 +60,14 @@ class StreamJobHealthTrigger(BaseTrigger):
         return HealthSpec(self.min_batches, self.window_seconds, self.lag_tolerance, newer,
                           startup_seconds=self.startup_seconds)
 
+    def look(self, spec: HealthSpec):
+        """The gate's look (``StreamJobHook.health_look``, which the sensor's pokes use too): it keeps its lag
+        samples for the whole gate."""
+        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+
+        return StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).health_look(
+            spec, self.timeout_seconds)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             spec = self.spec()
@@ -79,8 +76,7 @@ class StreamJobHealthTrigger(BaseTrigger):
             return
         self.log.info("watching the health of job %s for up to %.0fs", self.job_home, self.timeout_seconds)
         try:
-            look = await asyncio.to_thread(health_look, self.job_home, self.kafka_conn_id, self.storage_conn_id,
-                                           spec, self.timeout_seconds)
+            look = await asyncio.to_thread(self.look, spec)
         except Exception as exc:  # noqa: BLE001 - the event carries the reason
             yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}", "job": {"state": None}})
             return

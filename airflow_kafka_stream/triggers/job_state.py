@@ -77,9 +77,8 @@ class StreamJobStateTrigger(BaseTrigger):
         (``ops.watch.look_job``); an operator that waits in its slot first calls this too."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
         from airflow_kafka_stream.ops.watch import look_job
-        from airflow_kafka_stream.storage.jobhome import JobHome
 
-        home = JobHome(self.job_home, StreamJobHook(self.job_home, None, self.storage_conn_id).storage_options())
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home(require=False)
         return look_job(home, self.spec(), self.driver_pid, self.driver_host)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
