@@ -55,9 +55,22 @@ class ControlFiles:
     def stop_requested(self) -> bool:
         return self.fs.exists(self.p(*layout.STOP_REQUEST))
 
-    def stop_request(self) -> dict[str, Any] | None:
-        """The stop request (requested_at, by, mode), None when there is none (or it is unreadable)."""
-        return self.read_control(layout.STOP_REQUEST)
+    def stop_request(self, *, unreadable_stands: bool = False) -> dict[str, Any] | None:
+        """The stop request (requested_at, by, mode), None when there is none (or it is unreadable).
+
+        With ``unreadable_stands`` (the driver's supervision), a request that exists but is not a JSON object
+        read whole (being written where rename is not atomic) reads as ``{}``: it stands, and its fields are
+        read at the next look.
+        """
+        if not unreadable_stands:
+            return self.read_control(layout.STOP_REQUEST)
+        try:
+            found = read_json(self.fs, self.p(*layout.STOP_REQUEST))
+        except (ValueError, UnicodeDecodeError):
+            return {}
+        if found is None:
+            return None
+        return found if isinstance(found, dict) else {}
 
     def drained(self) -> dict[str, Any] | None:
         """The source's drain answer (``offsets`` it planned no batch after), None when it gave none yet."""
@@ -95,6 +108,14 @@ class ControlFiles:
     def write_standby_go(self, document: Mapping[str, Any]) -> None:
         self.write_control(layout.STANDBY_GO, document)
 
+    def clear_standby_go(self) -> bool:
+        """Remove the go once its standby took the job over; whether there was one."""
+        try:
+            self.fs.rm(self.p(*layout.STANDBY_GO))
+        except FileNotFoundError:
+            return False
+        return True
+
     # -- launches and submissions ----------------------------------------------------------------
     def launch_record(self) -> dict[str, Any] | None:
         """``control/launched.json``: the last driver a submit launched, None when none (or unreadable)."""
@@ -107,8 +128,8 @@ class ControlFiles:
         """Where ``app_version``'s submission is recorded; refuses a version that is not one path segment."""
         version = str(app_version)
         if not layout.is_segment(version):
-            # The same rule and words as a savepoint id, whose check this was.
-            raise InvalidInputError(f"savepoint id {version!r} is invalid; list ids with `savepoint list`")
+            raise InvalidInputError(f"app_version {version!r} is invalid: it names the version's submission record, so a "
+                                    "version is one path segment (no '/', not starting with '.')", setting="app_version")
         return self.p(*layout.submission(version))
 
     def submission(self, app_version: str) -> dict[str, Any] | None:

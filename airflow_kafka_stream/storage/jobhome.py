@@ -197,7 +197,8 @@ class JobHome(ControlFiles, JobLock):
 
     def savepoint_url(self, savepoint_id: str) -> str:
         if not layout.is_segment(savepoint_id):
-            raise InvalidInputError(f"savepoint id {savepoint_id!r} is invalid; list ids with `savepoint list`")
+            raise InvalidInputError(f"savepoint id {savepoint_id!r} is invalid: an id is one path segment; give the "
+                                    "id of one of the job's savepoints, as listed", setting="savepoint_id")
         return self.url_of(*layout.savepoint(savepoint_id))
 
     # -- history ---------------------------------------------------------------------------------
