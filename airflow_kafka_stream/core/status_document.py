@@ -177,6 +177,12 @@ class StatusDocument:
         value = self.raw.get("started_at")
         return None if value is None else str(value)
 
+    @property
+    def heartbeat_text(self) -> str | None:
+        """``heartbeat`` as written, for messages (:attr:`heartbeat` is the parsed time)."""
+        value = self.raw.get("heartbeat")
+        return None if value is None else str(value)
+
     def to_dict(self) -> dict[str, Any]:
         """The raw document as read (a copy)."""
         return dict(self.raw)
@@ -196,3 +202,10 @@ class StatusDocument:
         if self.heartbeat_epoch is None:
             return None
         return (now.timestamp() if isinstance(now, datetime) else float(now)) - self.heartbeat_epoch
+
+
+def written_state(status: Mapping[str, Any] | StatusDocument | None) -> Any:
+    """The state a status names as written (an unknown one too), None without a status: for messages and the
+    ``before`` of history records, which show what the driver wrote."""
+    document = StatusDocument.of(status)
+    return None if document is None else document.state_text

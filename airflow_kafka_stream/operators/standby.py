@@ -44,6 +44,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
+        from airflow_kafka_stream.core.status_document import written_state
         from airflow_kafka_stream.ops.guard import job_is_running
         from airflow_kafka_stream.ops.standby import launch_standby
 
@@ -52,7 +53,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
         home, submission, launcher = self._launch_plan()
         running, status = job_is_running(home)
         if not running:
-            raise AirflowSkipException(f"job {self.job_home} does not run (state {(status or {}).get('state')}): "
+            raise AirflowSkipException(f"job {self.job_home} does not run (state {written_state(status)}): "
                                        "there is nothing to take over from, the new version starts cold")
         handle = launch_standby(home, submission, launcher)
         self._standby = handle.to_dict()

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kafka_stream.core.job_state import FINAL_STATES, state_names
 from airflow_kafka_stream.errors import InvalidInputError, StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -18,8 +19,9 @@ from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.stop import StopOptions, StopPhase
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
-#: The wait ends on either final state; complete_stop turns FAILED into an error.
-FINAL = ["STOPPED", "FAILED"]
+#: The wait ends on either final state; complete_stop turns FAILED into an error. Plain names: a trigger's
+#: arguments are serialized.
+FINAL = state_names(FINAL_STATES)
 
 
 @refusals_name_parameters

@@ -68,6 +68,8 @@ class StreamWatchdogOperator(BaseOperator):
     @staticmethod
     def _recorded_conn(home) -> str:
         """The spark connection the running version was submitted through, else ``spark_default``."""
-        version = (home.status() or {}).get("app_version") or home.spec().get("version")
+        status = home.status_document()
+        # The runtime does not write app_version into status.json: the version is job.json's.
+        version = (status.app_version if status else None) or home.spec().get("version")
         recorded = home.submission(str(version)) if version else None
         return (recorded or {}).get("spark_conn_id") or "spark_default"

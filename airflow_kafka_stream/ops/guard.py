@@ -13,6 +13,7 @@ from datetime import datetime
 
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEFAULT_AGE
 from airflow_kafka_stream.core.liveness import Liveness
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
 
@@ -49,10 +50,11 @@ def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, g
     if home is not None:
         running, status = job_is_running(home, now, max_age)
         if running:
-            assert status is not None
+            document = StatusDocument.parse(status)
+            assert document is not None
             raise JobStateError(
-                f"job {home.url} is running (state {status.get('state')}, application "
-                f"{status.get('application_id') or '?'}, heartbeat {status.get('heartbeat') or '?'}); "
+                f"job {home.url} is running (state {document.state_text}, application "
+                f"{document.application_id or '?'}, heartbeat {document.heartbeat_text or '?'}); "
                 f"{operation} would corrupt it. Stop it first with the stop operation (the CLI's stop command or the "
                 "stop operator, on this job home), then try again"
             )

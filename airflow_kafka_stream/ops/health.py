@@ -16,6 +16,7 @@ from typing import Any
 from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started, total_lag
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, WAITING
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -34,9 +35,10 @@ def partition_highs(kafka_config: Mapping[str, Any], last_offsets: Mapping[str, 
     return {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()}
 
 
-def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | None) -> int | None:
+def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | StatusDocument | None) -> int | None:
     """Total lag of the job behind its partitions' high watermarks; None when it cannot be known."""
-    offsets = (status or {}).get("last_offsets")
+    document = StatusDocument.of(status)
+    offsets = document.last_offsets if document else None
     if not kafka_config or not offsets:
         return None
     try:
@@ -60,10 +62,11 @@ class HealthLook:
 
     def __call__(self) -> dict[str, Any]:
         status, now = self.home.status(), datetime.now(UTC)
-        if status and status.get("state") == JobState.RUNNING and judge_started(status, self.spec, now):
-            offsets = status.get("last_offsets") or {}
+        document = StatusDocument.parse(status)
+        if document and document.state is JobState.RUNNING and judge_started(status, self.spec, now):
+            offsets = document.last_offsets or {}
             self.samples.append(LagSample(now, total_lag(offsets, partition_highs(self.kafka_config, offsets)),
-                                          int(status.get("batches_this_run") or 0)))
+                                          document.batches_this_run or 0))
         verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
         state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
         return {"status": state, "message": verdict.message, "job": summary(status, now),

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
+from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
@@ -73,7 +74,7 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
         running, status = job_is_running(home, now)
         if not running:
             raise JobStateError(
-                f"job {home.url} does not run (state {(status or {}).get('state')}): a standby takes over from a "
+                f"job {home.url} does not run (state {written_state(status)}): a standby takes over from a "
                 f"running version during an upgrade. Submit version {app_version} instead; nothing was changed")
         token = uuid.uuid4().hex
         driver = launcher.launch(submission, driver_log_path(home, now, prefix="standby-driver"),
@@ -83,7 +84,7 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
                                             "pid": driver.pid, "host": driver.host, "log": driver.log,
                                             "launched_at": now.isoformat()})
         record_submission(home, submission, now)
-        record["before"] = {"state": (status or {}).get("state"), "version": home.spec().get("version")}
+        record["before"] = {"state": written_state(status), "version": home.spec().get("version")}
         record["after"] = handle.to_dict()
         log.info("standby of version %s launched for %s: pid %s, log %s", app_version, home.url, driver.pid,
                  driver.log)
@@ -212,14 +213,14 @@ def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Ma
                 "again, or allow the takeover (takeover_stopped)", setting="takeover_stopped")
         running, status = job_is_running(home, now)
         if running:
-            raise JobStateError(f"job {home.url} still runs (state {(status or {}).get('state')}); the standby "
+            raise JobStateError(f"job {home.url} still runs (state {written_state(status)}); the standby "
                                 "takes over only once the old version has stopped")
         found = home.standby_record() or {}
         verdict = rules.judge_ready(found, handle.token, process_alive(handle.pid, handle.host), now)
         if verdict.outcome is not rules.Readiness.READY:
             raise JobStateError(
                 f"the standby of version {handle.app_version} can no longer take over ({verdict.message}); the job "
-                f"is stopped (state {(status or {}).get('state')}). Start a version with a submit, or roll back")
+                f"is stopped (state {written_state(status)}). Start a version with a submit, or roll back")
         home.write_standby_go({"token": handle.token, "action": rules.GO, "by": record["by"],
                                         "at": now.isoformat(), "savepoint": (stop_result.get("savepoint") or {}).get("id")})
         result = SubmitResult(HANDED_OVER, "the standby was given the go", handle.app_version, now.isoformat(),

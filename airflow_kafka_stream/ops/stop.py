@@ -25,15 +25,15 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.job_state import FINAL_STATES, JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
 from airflow_kafka_stream.ops.watch import SUCCESS, TIMEOUT, look_job, wait
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
-from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +120,13 @@ def request_stop(home: JobHome, by: str | None = None) -> StopRequested:
     """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere."""
     with recorded_operation(home, "stop-request", {}, by=by) as record:
         running, status = job_is_running(home)
-        record["before"] = _summary(status)
+        record["before"] = _summary(StatusDocument.parse(status), status is not None)
         if running:
             home.request_stop(record["by"])
         elif status is None:
             raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
         record["after"] = {"requested": running}
-        return StopRequested(running, (status or {}).get("state"))
+        return StopRequested(running, written_state(status))
 
 
 def conclude(home: JobHome, event: dict[str, Any], phase: StopPhase, options: StopOptions, *,
@@ -160,17 +160,17 @@ def complete_stop(home: JobHome, was_running: bool, options: StopOptions | None 
     options = options or StopOptions()
     args = {"savepoint": options.savepoint, "killed": killed, "on_timeout": options.on_timeout.value}
     with recorded_operation(home, "stop", args, by=by) as record:
-        status = home.status() or {}
+        status = home.status_document() or NO_STATUS
         record["before"] = _summary(status)
-        if status.get("state") not in FINAL_STATES:
-            raise JobStateError(f"job {home.url} has not stopped (state {status.get('state')}); nothing was saved")
-        result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.get("state"),
-                            batch_id=_batch(status), offsets=_offsets(status), note=status.get("note"),
-                            error=status.get("error"), app_version=home.spec().get("version"))
-        if was_running and status.get("state") == FAILED:
+        if not status.is_final:
+            raise JobStateError(f"job {home.url} has not stopped (state {status.state_text}); nothing was saved")
+        result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.state_text,
+                            batch_id=status.last_batch_id, offsets=_offsets(status), note=status.note,
+                            error=status.error, app_version=home.spec().get("version"))
+        if was_running and status.state is JobState.FAILED:
             record["after"] = result.to_dict()
             raise OperationIncompleteError(
-                f"job {home.url} failed while stopping: {status.get('error')}. It no longer runs; its last "
+                f"job {home.url} failed while stopping: {status.error}. It no longer runs; its last "
                 f"committed batch is {result.batch_id}. Fix the cause and start it again (the failed batch "
                 "re-runs)" + ("; no savepoint was taken" if options.savepoint else ""))
         if options.savepoint:
@@ -189,7 +189,7 @@ def withdraw_stop(home: JobHome, waited: float, by: str | None = None, poll: flo
     with recorded_operation(home, "stop-withdraw", {"waited": waited}, by=by) as record:
         status = _withdraw(home, waited, poll)
         record["after"] = _summary(status)
-        return status
+        return status.to_dict()
 
 
 def request_kill(home: JobHome, by: str | None = None) -> None:
@@ -202,40 +202,39 @@ def request_kill(home: JobHome, by: str | None = None) -> None:
 
 def kill_unanswered(home: JobHome, kill_timeout: float) -> OperationIncompleteError:
     """The error of a kill request the driver did not answer in time."""
-    last = home.status() or {}
+    last = home.status_document() or NO_STATUS
     return OperationIncompleteError(
-        f"job {home.url} did not answer the kill request within {kill_timeout:.0f}s (state {last.get('state')}). "
+        f"job {home.url} did not answer the kill request within {kill_timeout:.0f}s (state {last.state_text}). "
         f"The request stays in control/stop, so it stops at once if it recovers. Kill the driver by hand "
-        f"(application {last.get('application_id') or '?'}, pid {last.get('pid')} on {last.get('host')}); "
+        f"(application {last.application_id or '?'}, pid {last.pid} on {last.host}); "
         "the running batch re-runs on restart"
     )
 
 
-def _withdraw(home: JobHome, timeout: float, poll: float) -> dict[str, Any]:
+def _withdraw(home: JobHome, timeout: float, poll: float) -> StatusDocument:
     """Remove the request and wait for the job to run again; raise saying it keeps running."""
     home.clear_stop_request()
     deadline = time.monotonic() + ACKNOWLEDGE_SECONDS
-    status = home.status() or {}
-    while status.get("state") not in FINAL_STATES and status.get("state") != JobState.RUNNING:
+    status = home.status_document() or NO_STATUS
+    while not status.is_final and status.state is not JobState.RUNNING:
         if time.monotonic() >= deadline:
             break
         time.sleep(poll)
-        status = home.status() or {}
-    state = status.get("state")
-    if state in FINAL_STATES:
+        status = home.status_document() or NO_STATUS
+    if status.is_final:
         return status  # the drain ended as the request was withdrawn: it stopped after all
-    ack = ("it reports RUNNING again" if state == JobState.RUNNING else
-           f"it still reported {state} {ACKNOWLEDGE_SECONDS:.0f}s later and returns to RUNNING when it next "
-           "looks at the request")
+    ack = ("it reports RUNNING again" if status.state is JobState.RUNNING else
+           f"it still reported {status.state_text} {ACKNOWLEDGE_SECONDS:.0f}s later and returns to RUNNING when it "
+           "next looks at the request")
     raise JobStateError(
         f"job {home.url} did not stop within {timeout:.0f}s: the running batch has not finished. The stop "
-        f"request was withdrawn and the job keeps running ({ack}; last committed batch {_batch(status)}). "
+        f"request was withdrawn and the job keeps running ({ack}; last committed batch {status.last_batch_id}). "
         "Retry with a larger timeout, or with on_timeout=kill to cancel the running batch",
         setting=("timeout", "on_timeout")
     )
 
 
-def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, after_kill: bool) -> SavepointInfo:
+def _savepoint(home: JobHome, status: StatusDocument, app_version: str | None, after_kill: bool) -> SavepointInfo:
     from airflow_kafka_stream.checkpoint.reader import read_position
     from airflow_kafka_stream.ops.savepoints import create_locked
 
@@ -243,7 +242,7 @@ def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, a
     if position.in_flight_batch_id is not None and not after_kill:
         # A FAILED job (or one stopped at once earlier) left its last batch half done.
         raise JobStateError(
-            f"job {home.url} is {status.get('state')} with batch {position.in_flight_batch_id} in flight (started, "
+            f"job {home.url} is {status.state_text} with batch {position.in_flight_batch_id} in flight (started, "
             "never committed): a savepoint must be of a consistent checkpoint, so none was taken and nothing "
             "changed. Start the job again (it re-runs that batch), then stop it with a savepoint"
         )
@@ -255,15 +254,19 @@ def _savepoint(home: JobHome, status: dict[str, Any], app_version: str | None, a
     return made
 
 
-def _batch(status: dict[str, Any]) -> Any:
-    return status.get("last_batch_id", status.get("batch_id"))
+#: What a stop reads when the job home holds no status: no state, no batch.
+NO_STATUS = StatusDocument(state=None)
 
 
-def _offsets(status: dict[str, Any]) -> Any:
-    return status.get("last_offsets", status.get("offsets"))
+def _offsets(status: StatusDocument) -> Any:
+    """The last committed offsets; ``offsets`` as runtimes before ``last_offsets`` wrote them (the document
+    does not read that key: only a stop's result and records ever showed it)."""
+    return status.last_offsets if status.last_offsets is not None else status.raw.get("offsets")
 
 
-def _summary(status: dict[str, Any] | None) -> dict[str, Any] | None:
-    if status is None:
+def _summary(status: StatusDocument | None, read: bool = True) -> dict[str, Any] | None:
+    """The ``before``/``after`` of a stop's history records; None when no status was read at all."""
+    if not read:
         return None
-    return {"state": status.get("state"), "batch_id": _batch(status), "offsets": _offsets(status)}
+    status = status or NO_STATUS
+    return {"state": status.state_text, "batch_id": status.last_batch_id, "offsets": _offsets(status)}

@@ -26,6 +26,7 @@ from typing import Any
 from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
@@ -114,7 +115,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
                                  launcher_alive=process_alive((previous or {}).get("pid"), (previous or {}).get("host")),
                                  version=version, now=now, max_heartbeat_age=max_heartbeat_age,
                                  start_grace_seconds=start_grace_seconds, processes_gone=driver_gone(status))
-        record["before"] = {"state": (status or {}).get("state"), "launched": previous}
+        record["before"] = {"state": written_state(status), "launched": previous}
         if decision.action is SubmitAction.REFUSE:
             raise JobStateError(f"job {home.url}: {decision.reason}")
         if decision.action is SubmitAction.WAIT:
@@ -179,7 +180,10 @@ def submit_and_wait(home: JobHome, submission: Submission, launcher: Launcher, *
 
 
 def _running_version(home: JobHome, status: Mapping[str, Any] | None) -> str | None:
-    version = (status or {}).get("app_version") or home.spec().get("version")
+    """The version that runs: the status's when it names one, else job.json's (the runtime does not write
+    app_version into status.json; job.json's ``version`` is the running job's)."""
+    document = StatusDocument.parse(status)
+    version = (document.app_version if document else None) or home.spec().get("version")
     return None if version is None else str(version)
 
 

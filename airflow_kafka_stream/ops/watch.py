@@ -16,11 +16,12 @@ job lock and the history records are the same.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
@@ -54,17 +55,18 @@ def look_job(home: JobHome, spec: WatchSpec, driver_pid: int | None = None, driv
     return {"status": state, "message": verdict.message, "job": summary(status, now)}
 
 
-def status_shows(status: dict[str, Any] | None, newer_than: str | None) -> str:
+def status_shows(status: Mapping[str, Any] | StatusDocument | None, newer_than: str | None) -> str:
     """What the job's status says, in words, when a driver exited before it reported (it never wrote one)."""
-    if not status:
+    document = StatusDocument.of(status)
+    if document is None:
         return "the job home has no status: the driver never reported"
-    started = status.get("started_at")
+    started = document.started_text
     try:
         earlier = bool(newer_than) and datetime.fromisoformat(str(started)) < datetime.fromisoformat(str(newer_than))
     except ValueError:
         earlier = bool(newer_than)
     whose = "a previous driver's" if earlier else "this driver's"
-    return f"the job's status still shows {status.get('state')}, {whose} (started {started})"
+    return f"the job's status still shows {document.state_text}, {whose} (started {started})"
 
 
 def timed_out(last: dict[str, Any], seconds: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.health import job_lag
@@ -114,7 +114,9 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
             record["result"] = "failed"
             record["error"] = decision.reason
         raise WatchdogGaveUp(f"job {home.url}: {decision.reason}")
-    version = str((status or {}).get("app_version") or home.spec().get("version") or "")
+    document = StatusDocument.parse(status)
+    # The runtime does not write app_version into status.json: the version is job.json's.
+    version = str((document.app_version if document else None) or home.spec().get("version") or "")
     args = {"reason": decision.reason, "action": decision.action.value, "version": version}
     # Not under the job lock: the restart's submit takes it (and so does the new driver's start).
     with recorded_operation(home, RESTART_OPERATION, args, by=by, lock=False) as record:
@@ -137,17 +139,18 @@ def _stop_at_once(home: JobHome, by: str, kill_timeout: float) -> None:
     home.request_stop(by, mode=STOP_MODE_KILL)
     deadline = time.monotonic() + kill_timeout
     while time.monotonic() < deadline:
-        if (home.status() or {}).get("state") in (JobState.STOPPED, JobState.FAILED):
+        found = home.status_document()
+        if found is not None and found.is_final:
             return
         time.sleep(1.0)
-    status = home.status() or {}
-    pid = status.get("pid")
-    if status.get("host") == socket.gethostname() and isinstance(pid, int) and pid > 0:
+    status = home.status_document()
+    pid, host = (status.pid, status.host) if status else (None, None)
+    if status is not None and host == socket.gethostname() and pid is not None and pid > 0:
         log.warning("job %s: the stuck driver (pid %s) did not answer the kill request; sending SIGKILL", home.url, pid)
-        end_process(pid, status.get("host"), grace_seconds=0.0, group=False)
+        end_process(pid, host, grace_seconds=0.0, group=False)
         # The driver can no longer say how it ended: record it, so nothing mistakes it for a live one.
-        home.mark_driver_killed(status, f"killed by the watchdog (pid {pid}): stuck")
+        home.mark_driver_killed(status.to_dict(), f"killed by the watchdog (pid {pid}): stuck")
         return
     raise OperationIncompleteError(
         f"job {home.url}: the stuck driver did not answer the kill request within {kill_timeout:.0f}s and runs on "
-        f"{status.get('host')} (pid {pid}): kill it there; the request stays in control/stop")
+        f"{host} (pid {pid}): kill it there; the request stays in control/stop")

@@ -25,7 +25,7 @@ class SourceSetup:
         options = self._source_options(self.starting_offsets)
         options["drainPath"] = self.home.control_url
         # The checkpoint keeps no record of where a fresh start began; the source writes it here.
-        options["startOffsetsPath"] = self.home.url_of("generations", f"{self.generation:04d}.start.json")
+        options["startOffsetsPath"] = self.home.generation_start_url(self.generation)
         self._note_read_placement(options)
         return options
 

@@ -29,10 +29,11 @@ from typing import Any
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.session import executor_count
 from airflow_kafka_stream.storage import status as st
-from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
+from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import process_alive
 
 log = logging.getLogger(__name__)
@@ -92,10 +93,7 @@ class Standby:
     def took_over(self) -> None:
         """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
         self.end(rules.ACTIVE, None)
-        try:
-            self.home.fs.rm(self.home.p(*STANDBY_GO))
-        except FileNotFoundError:
-            pass
+        self.home.clear_standby_go()
 
     def end(self, state: str, error: str | None) -> None:
         """Write the final record and stop the heartbeat."""
@@ -110,7 +108,7 @@ class Standby:
     # -- steps -------------------------------------------------------------------------------------
     def _register(self) -> None:
         """Refuse while another standby is live; else make the record ours (STARTING) and start beating."""
-        found = self.home.read_control(STANDBY_RECORD)
+        found = self.home.standby_record()
         now = utc_now()
         ours = found is not None and found.get("token") == self.token
         if found and not ours and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
@@ -140,7 +138,7 @@ class Standby:
         deadline = time.monotonic() + self.max_wait_seconds
         next_look = 0.0
         while True:
-            go = self.home.read_control(STANDBY_GO)
+            go = self.home.standby_go()
             if go and go.get("token") == self.token:
                 if go.get("action") == rules.GO:
                     return go
@@ -156,9 +154,10 @@ class Standby:
         """The job stopped without a go: say so (the standby does not take over without being told to)."""
         status = self.home.status()
         alive = st.observe_liveness(status, time.time()).alive
+        document = StatusDocument.parse(status)
         note = None if alive else (
-            f"the job no longer runs (state {(status or {}).get('state')}) but no go was given: this standby does "
-            "not take over without one (an upgrade gives it after stopping the old version)")
+            f"the job no longer runs (state {document.state_text if document else None}) but no go was given: "
+            "this standby does not take over without one (an upgrade gives it after stopping the old version)")
         if note != self._doc.get("note"):
             if note:
                 log.warning("standby for %s: %s", self.home.url, note)
@@ -174,7 +173,7 @@ class Standby:
     def _write_locked(self) -> None:
         now = utc_now()
         self._doc.update(heartbeat=now.isoformat(), heartbeat_epoch=now.timestamp())
-        self.home.write_control(STANDBY_RECORD, dict(self._doc))
+        self.home.write_standby_record(self._doc)
 
     def _beat(self) -> None:
         while not self._closing.wait(self.heartbeat_seconds):

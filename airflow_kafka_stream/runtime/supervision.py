@@ -21,7 +21,6 @@ from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import utc_now
 from airflow_kafka_stream.runtime.progress import offsets_equal
 from airflow_kafka_stream.storage import status as st
-from airflow_kafka_stream.storage.files import read_json
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL
 
 log = logging.getLogger(__name__)
@@ -97,10 +96,7 @@ class Supervision:
     def _withdrawn(self) -> None:
         """The stop request was withdrawn before the drain ended: plan new data again."""
         log.info("job %s: the stop request was withdrawn, running again", self.config.job_name)
-        try:  # the source's old answer must not end a later drain early
-            self.home.fs.rm(self.home.p("control", "drained.json"))
-        except FileNotFoundError:
-            pass
+        self.home.clear_drained()  # the source's old answer must not end a later drain early
         with self._lock:
             self._stop_requested_at = self._stop_requested_by = None
             self._drain_overdue = False
@@ -120,18 +116,14 @@ class Supervision:
         """The standing stop request (``control/stop``), or None; SIGTERM writes one."""
         if self._signalled and not self.home.stop_requested():
             self.home.request_stop("SIGTERM")
-        try:
-            request = read_json(self.home.fs, self.home.p("control", "stop"))
-        except (ValueError, UnicodeDecodeError):
-            request = {}  # being written where rename is not atomic: it exists, read it next time
+        try:  # one being written where rename is not atomic reads as {}: it exists, its fields come next time
+            request = self.home.stop_request(unreadable_stands=True)
         except OSError as exc:  # a storage hiccup: keep the last answer, look again at the next poll
             log.warning("job %s: could not read the stop request: %s", self.config.job_name, exc)
             return self._last_request
-        self._last_request = request if isinstance(request, dict) or request is None else {}
+        self._last_request = request
         if request is None:
             return None
-        if not isinstance(request, dict):
-            request = {}
         with self._lock:
             self._stop_requested_at = request.get("requested_at") or self._stop_requested_at or utc_now().isoformat()
             self._stop_requested_by = request.get("by") or "unknown"
@@ -139,10 +131,7 @@ class Supervision:
 
     def _drained(self) -> bool:
         """The source answered "no new data" and every batch it planned has been committed."""
-        try:
-            drained = read_json(self.home.fs, self.home.p("control", "drained.json"))
-        except (ValueError, UnicodeDecodeError):
-            return False  # being written on a filesystem without atomic rename; look again
+        drained = self.home.drained()  # None while being written where rename is not atomic: look again
         if not drained or "offsets" not in drained:
             return False
         with self._lock:

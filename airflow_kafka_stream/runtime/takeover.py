@@ -23,10 +23,12 @@ from airflow_kafka_stream.core.liveness import Life
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.core.standby import FAILED as STANDBY_FAILED
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.standby import rehearse
+from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -66,10 +68,11 @@ class Takeover:
         with the job's options into a scratch folder (see :func:`~airflow_kafka_stream.runtime.standby.rehearse`).
         """
         self.home.require()
-        if self.home.fs.exists(self.home.p("savepoints")):
-            self.home.fs.ls(self.home.p("savepoints"))
+        if self.home.fs.exists(self.home.p(*layout.SAVEPOINTS)):
+            self.home.fs.ls(self.home.p(*layout.SAVEPOINTS))
         options = self._source_options(self.config.starting_offsets)
-        seconds = rehearse(self.spark, SOURCE_FORMAT, options, (self.home.status() or {}).get("last_offsets"))
+        running = self.home.status_document()
+        seconds = rehearse(self.spark, SOURCE_FORMAT, options, running.last_offsets if running else None)
         log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
         BatchListener(self._on_batch)  # the listener's py4j classes
 
@@ -130,17 +133,18 @@ class Takeover:
         host is, since its pids mean nothing here.
         """
         status = st.read_status(self.home.url, self.config.storage_options)
-        if not status or (status.get("pid"), status.get("host")) == (os.getpid(), socket.gethostname()):
+        document = StatusDocument.parse(status)
+        if document is None or (document.pid, document.host) == (os.getpid(), socket.gethostname()):
             return
         found = st.observe_liveness(status, time.time(),
                                     self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
         if found.life is Life.GONE:
             log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
-                        self.config.job_name, status.get("pid"), status.get("heartbeat"))
+                        self.config.job_name, document.pid, document.heartbeat_text)
         if found.alive:
             raise JobStateError(
-                f"job {self.config.job_name} already runs (status {status.get('state')}, pid {status.get('pid')} on "
-                f"{status.get('host')}, heartbeat {status.get('heartbeat')}); two drivers on one checkpoint "
+                f"job {self.config.job_name} already runs (status {document.state_text}, pid {document.pid} on "
+                f"{document.host}, heartbeat {document.heartbeat_text}); two drivers on one checkpoint "
                 f"corrupt it. Stop it first with the stop operation on job home {self.home.url}"
             )
 

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -30,7 +31,7 @@ class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
 
     template_fields: Sequence[str] = ("job_home",)
 
-    def __init__(self, *, job_home: str, target_states: Sequence[str] = ("RUNNING",), min_batches: int = 0,
+    def __init__(self, *, job_home: str, target_states: Sequence[str] = (JobState.RUNNING.value,), min_batches: int = 0,
                  storage_conn_id: str | None = None, max_heartbeat_age: float = 30.0,
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:

@@ -17,19 +17,27 @@ from airflow_kafka_stream.storage.files import storage_options_from_env, url_to_
 
 log = logging.getLogger(__name__)
 
+#: The two names of the stop handshake inside ``drainPath``. Spelled here, not taken from ``storage.layout``
+#: (where they are ``STOP_REQUEST`` and ``DRAINED`` under ``control/``), on purpose: they are part of the
+#: source's own option contract (``drainPath`` is any directory, a job home's ``control/`` or not), and the
+#: source ships to Spark's Python workers, so it depends on no job-home code beyond the file helpers. A unit
+#: test (tests/unit/test_job_home_layout.py) keeps the two spellings equal.
+STOP_FILE = "stop"
+DRAINED_FILE = "drained.json"
+
 
 def stop_requested(drain_path: str | None) -> bool:
     """Whether a stop request stands (``<drainPath>/stop`` exists); never without a drainPath."""
     if not drain_path:
         return False
     fs, root = _filesystem(drain_path)
-    return fs.exists(f"{root}/stop")
+    return fs.exists(f"{root}/{STOP_FILE}")
 
 
 def write_drained(drain_path: str | None, start: dict) -> None:
     """Answer a stop request: the source planned nothing past ``start``."""
     body = json.dumps({"offsets": start, "at": _now()}).encode()
-    _write_atomically(f"{(drain_path or '').rstrip('/')}/drained.json", body)
+    _write_atomically(f"{(drain_path or '').rstrip('/')}/{DRAINED_FILE}", body)
     log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
 
 

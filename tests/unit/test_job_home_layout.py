@@ -116,6 +116,28 @@ def test_standby_files(home):
     assert home.standby_go() == {"token": "t", "go": True}
 
 
+def test_the_go_is_cleared_once_taken(home):
+    assert not home.clear_standby_go(), "no go: nothing to clear"
+    home.write_standby_go({"token": "t", "action": "go"})
+    assert home.clear_standby_go() and home.standby_go() is None
+    assert not home.fs.exists(home.p(*STANDBY_GO))
+
+
+@pytest.mark.parametrize(("written", "expected", "why"), [
+    (None, None, "no request"),
+    (b'{"by": "me", "mode": "drain"}', {"by": "me", "mode": "drain"}, "a request read whole"),
+    (b'{"by": "me", "mo', {}, "half written (no atomic rename): it stands, its fields come at the next look"),
+    (b"[1, 2]", {}, "not a JSON object: it exists, so it stands"),
+])
+def test_the_drivers_read_of_a_stop_request(home, written, expected, why):
+    """The driver's supervision must not miss a request being written; other readers see none until it is whole."""
+    if written is not None:
+        home.fs.makedirs(home.p(*layout.CONTROL), exist_ok=True)
+        home.fs.pipe_file(home.p(*layout.STOP_REQUEST), written)
+    assert home.stop_request(unreadable_stands=True) == expected, why
+    assert home.stop_request() == (expected or None), why
+
+
 def test_stop_request_and_drain_answer(home):
     assert not home.stop_requested() and home.stop_request() is None and home.drained() is None
     home.request_stop("me", mode=STOP_MODE_KILL)
@@ -159,3 +181,12 @@ def test_status_document(home):
     home.fs.makedirs(home.path, exist_ok=True)
     home.fs.pipe_file(home.p(*layout.STATUS), b"{not json")
     assert home.status() is None and home.status_document() is None, "an unreadable status is none"
+
+
+def test_the_source_spells_the_stop_handshake_as_the_layout_does():
+    """source/control_files.py keeps its own copy of the two names (it must not depend on the job home's
+    layout); this keeps them equal to storage.layout's, and the source's drainPath is the home's control/."""
+    from airflow_kafka_stream.source import control_files
+
+    assert (*layout.CONTROL, control_files.STOP_FILE) == layout.STOP_REQUEST
+    assert (*layout.CONTROL, control_files.DRAINED_FILE) == layout.DRAINED

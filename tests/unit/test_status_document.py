@@ -136,3 +136,24 @@ def test_the_document_is_frozen():
     doc = StatusDocument.parse({"state": "RUNNING"})
     with pytest.raises(AttributeError):
         doc.state = JobState.FAILED  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ("2024-05-01T10:00:00+00:00", "2024-05-01T10:00:00+00:00"),
+    ("yesterday", "yesterday"),  # does not parse: heartbeat is None, the message still shows what was written
+    (None, None),
+])
+def test_times_are_shown_as_written(written, shown):
+    """Messages show the heartbeat and start time as the driver wrote them, not the parsed time's str()."""
+    doc = StatusDocument.parse({"state": "RUNNING", "heartbeat": written, "started_at": written})
+    assert (doc.heartbeat_text, doc.started_text) == (shown, shown)
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    (None, None), ({}, None), ({"state": "RUNNING"}, "RUNNING"), ({"state": "PAUSED"}, "PAUSED"),
+    (StatusDocument.parse({"state": "FAILED"}), "FAILED"),
+])
+def test_the_written_state_of_a_status_read_either_way(status, expected):
+    from airflow_kafka_stream.core.status_document import written_state
+
+    assert written_state(status) == expected
