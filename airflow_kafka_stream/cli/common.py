@@ -24,7 +24,8 @@ def job_args(p: argparse.ArgumentParser, checkpoint: bool = True, kafka: bool = 
         p.add_argument("--checkpoint", type=nonempty,
                        help="a checkpoint directory, instead of the job home's current one")
     p.add_argument("--storage-options", type=json_object, default={},
-                   help="fsspec storage options as JSON, e.g. '{\"client_kwargs\": {\"endpoint_url\": ...}}'")
+                   help="fsspec storage options as JSON, e.g. '{\"client_kwargs\": {\"endpoint_url\": ...}}', or "
+                        "@FILE to read them from a file (keep credentials there: arguments are visible in ps)")
     if kafka:
         p.add_argument("--bootstrap-server", type=nonempty,
                        help="Kafka brokers (default: job.json's kafka.bootstrap.servers)")
@@ -50,6 +51,14 @@ def sink_args(p: argparse.ArgumentParser) -> None:
 
 
 def json_object(text: str) -> dict:
+    """A JSON object given inline, or ``@FILE``: a file holding it (for credentials, which an argument would
+    show in the process list)."""
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {exc.strerror}") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -60,7 +69,8 @@ def json_object(text: str) -> dict:
 
 
 def context(args: argparse.Namespace):
-    from airflow_kafka_stream.ops.context import build_context, read_properties
+    from airflow_kafka_stream.kafka.properties import read_properties
+    from airflow_kafka_stream.ops.context import build_context
 
     client = read_properties(args.command_config) if getattr(args, "command_config", None) else {}
     return build_context(

@@ -59,7 +59,7 @@ def kafka_settings(args: argparse.Namespace, home: Any | None) -> dict[str, Any]
     """The librdkafka settings: job.json's (no secrets there), the properties file's, then --bootstrap-server."""
     from airflow_kafka_stream.core.redaction import is_secret_key
     from airflow_kafka_stream.kafka.clients import check_client_config
-    from airflow_kafka_stream.ops.context import read_properties
+    from airflow_kafka_stream.kafka.properties import read_properties
 
     spec = home.spec() if home is not None and home.exists() else {}
     kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not is_secret_key(k)}
@@ -82,16 +82,24 @@ def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], 
 
     from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
 
-    given = {"spark_conf": dict(args.conf)} if args.conf else {}
+    given: dict[str, Any] = {"spark_conf": dict(args.conf)} if args.conf else {}
     for name in ("deploy_mode", "executor_environment", "master"):
         if getattr(args, name):
             given[name] = getattr(args, name)
     if args.job_home_shared:
         given["job_home_shared"] = True
     uses_example = not args.application and not args.application_args
-    if base is not None and uses_example and not (args.topic or args.group or args.output):
-        return replace(base.with_version(args.app_version), application_args=_with_version(
-            base.application_args, args.app_version), **given)
+    if base is not None:
+        # Where and how the running version runs carries over to the new one unless an option says otherwise:
+        # an upgrade of a job on a cluster must not start the new version in local mode.
+        inherited = {"master": base.master, "deploy_mode": base.deploy_mode, "spark_conf": base.spark_conf,
+                     "executor_environment": base.executor_environment, "job_home_shared": base.job_home_shared}
+        given = {**{k: v for k, v in inherited.items() if v}, **given}
+        if args.conf:  # --conf adds to, or changes, the running version's Spark settings
+            given["spark_conf"] = {**base.spark_conf, **dict(args.conf)}
+        if uses_example and not (args.topic or args.group or args.output):
+            return replace(base.with_version(args.app_version), application_args=_with_version(
+                base.application_args, args.app_version), **given)
     app_args = list(args.application_args)
     if uses_example:
         app_args = example_pipeline_args(job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],

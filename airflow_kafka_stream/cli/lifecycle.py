@@ -31,7 +31,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--on-timeout", choices=["withdraw", "kill"], default="withdraw",
                    help="when the job has not stopped within --timeout: withdraw the request (it keeps running, "
                    "the default) or kill (cancel the running batch, which re-runs on restart, and stop for good)")
-    p.set_defaults(handler=_cmd_stop)
 
     p.add_argument("--kill-timeout", type=float, default=60.0,
                    help="with --on-timeout kill: seconds the job may take to answer the kill")
@@ -45,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-batches", type=int, default=1, help="batches the new run must commit (0: RUNNING is enough)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for them")
     p.add_argument("--no-wait", action="store_true", help="return once the driver is launched")
+    p.add_argument("--from-submission", action="store_true",
+                   help="start --app-version exactly as it was last submitted to this job home (application, "
+                        "arguments, Spark settings): a restart after a stop, or a rollback by hand")
     p.set_defaults(handler=_cmd_submit)
 
     p = sub.add_parser("upgrade", help="upgrade the job to a new version: warm standby, stop with a savepoint, "
@@ -157,7 +159,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
     home = job_home(args)
     kafka = kafka_settings(args, home)
-    submission = submission_from(args, home, kafka)
+    submission = _recorded(home, args) if args.from_submission else submission_from(args, home, kafka)
     launcher = launcher_from(args, home, kafka)
     if args.no_wait:
         result = submit.submit(home, submission, launcher)
@@ -168,6 +170,20 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     emit(args, {**result.to_dict(), "job": running}, _submitted_text(result) + f"\nversion {result.app_version} is "
          f"RUNNING: generation {running.get('generation')}, last batch {running.get('last_batch_id')}")
     return EXIT_OK
+
+
+def _recorded(home, args: argparse.Namespace):
+    """``--from-submission``: the version's recorded submission; options that describe another are refused."""
+    from airflow_kafka_stream.errors import InvalidInputError
+    from airflow_kafka_stream.ops.submit import recorded_submission
+
+    given = [flag for flag, value in (("--application", args.application), ("--topic", args.topic),
+                                      ("--group", args.group), ("--output", args.output), ("--conf", args.conf),
+                                      ("application arguments", args.application_args)) if value]
+    if given:
+        raise InvalidInputError(f"--from-submission starts the recorded submission as it was; drop "
+                                f"{', '.join(given)}, or submit without --from-submission", setting="application")
+    return recorded_submission(home, args.app_version)
 
 
 def _submitted_text(result) -> str:

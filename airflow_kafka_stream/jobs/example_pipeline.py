@@ -32,9 +32,8 @@ import os
 import sys
 
 from airflow_kafka_stream.core.cluster import spark_url
-from airflow_kafka_stream.ops.context import read_properties
-from airflow_kafka_stream.ops.submit import client_config_from_env
-from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.kafka.properties import read_properties
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
 from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.storage.files import storage_options_from_env
 

@@ -80,6 +80,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
 
         # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
         standby = standby or context["ti"].xcom_pull(task_ids=self.task_id, key="standby")
+        self._standby = standby  # a task killed from here on still ends it
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         conclude_ready(home, StandbyHandle.of(standby), event, self.ready_timeout_seconds, self._secrets())
         self.log.info("standby of version %s is READY: %s", self.app_version, event.get("message"))

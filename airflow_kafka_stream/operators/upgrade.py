@@ -131,7 +131,7 @@ def stream_upgrade_task_group(
     start_timeout_seconds: float = 600.0,
     health_timeout_seconds: float | str = 900.0,
     poll_seconds: float = 5.0,
-    deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=True),
+    deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
     defer_after_seconds: float | None = None,
     standby: bool | str = True,
     standby_ready_timeout_seconds: float = 600.0,

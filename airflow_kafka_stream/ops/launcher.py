@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
 
-#: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
-CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
+__all__ = ["CLIENT_CONFIG_ENV", "EXAMPLE_PIPELINE", "LaunchedDriver", "Launcher", "Submission", "driver_name",
+           "example_pipeline_args"]
+
 
 EXAMPLE_PIPELINE = str(Path(__file__).resolve().parents[1] / "jobs" / "example_pipeline.py")
 

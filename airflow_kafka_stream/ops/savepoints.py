@@ -236,35 +236,23 @@ def check_retention(keep_last: int | None, max_age: object | None) -> None:
                                 setting="keep_last")
 
 
-PINS = ("control", "pins.json")
-
-
 def pins(home: JobHome) -> dict[str, str]:
     """Savepoints that must not be pruned, each with why (an upgrade in progress may roll back to it)."""
-    from airflow_kafka_stream.storage.files import read_json
-
-    try:
-        found = read_json(home.fs, home.p(*PINS))
-    except ValueError:
-        found = None
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    return home.pins()
 
 
 def pin(home: JobHome, savepoint_id: str, reason: str, by: str | None = None) -> None:
     """Keep ``savepoint_id`` out of pruning until :func:`unpin` (an upgrade may roll back to it)."""
-    from airflow_kafka_stream.storage.files import dump_json, write_atomic
-
     home.savepoint_url(savepoint_id)  # refuses a malformed id
     with recorded_operation(home, "savepoint-pin", {"savepoint": savepoint_id, "reason": reason}, by=by) as record:
-        write_atomic(home.fs, home.p(*PINS), dump_json({**pins(home), savepoint_id: reason}))
+        home.write_pins({**home.pins(), savepoint_id: reason})
         record["after"] = {"pinned": savepoint_id}
 
 
 def unpin(home: JobHome, savepoint_id: str, by: str | None = None) -> None:
-    from airflow_kafka_stream.storage.files import dump_json, write_atomic
-
+    """Let housekeeping prune ``savepoint_id`` again (its upgrade is decided)."""
     with recorded_operation(home, "savepoint-unpin", {"savepoint": savepoint_id}, by=by) as record:
-        held = pins(home)
+        held = home.pins()
         if held.pop(savepoint_id, None) is not None:
-            write_atomic(home.fs, home.p(*PINS), dump_json(held))
+            home.write_pins(held)
         record["after"] = {"pinned": sorted(held)}

@@ -28,10 +28,10 @@ from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
-from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
 from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
-from airflow_kafka_stream.storage.files import is_local
+from airflow_kafka_stream.storage.files import client_config_from_env, is_local
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
@@ -62,13 +62,6 @@ class SubmitResult:
     @classmethod
     def of(cls, value: Mapping[str, Any]) -> SubmitResult:
         return cls(**{name: value.get(name) for name in cls.__dataclass_fields__})
-
-
-def client_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The Kafka client settings a submit passed to this driver (empty when none)."""
-    from airflow_kafka_stream.storage.files import json_object_from_env
-
-    return json_object_from_env(CLIENT_CONFIG_ENV, "librdkafka settings", environ)
 
 
 def driver_log_path(home: JobHome, now: datetime, prefix: str = "driver") -> str:
@@ -155,11 +148,13 @@ def look_started(home: JobHome, submitted: SubmitResult, min_batches: int = 1) -
 def conclude_start(home: JobHome, submitted: SubmitResult, event: Mapping[str, Any],
                    secrets: list[str] | None = None) -> dict[str, Any]:
     """The end of the wait for a submitted driver: the running job (its generation, last batch, where the
-    generation started), or JobStateError with the driver's error and the end of its log."""
+    generation started), or an error with the driver's error and the end of its log: OperationIncompleteError
+    when this submit started a driver (something changed: it may still run), else JobStateError."""
     if event.get("status") != SUCCESS:
         tail = log_tail(submitted.driver_log, secrets)
         error = driver_error(tail)
-        raise JobStateError(
+        failure = JobStateError if submitted.action == ALREADY_RUNNING else OperationIncompleteError
+        raise failure(
             f"job {home.url} version {submitted.app_version} did not become healthy: {event.get('message')}"
             + (f"\nthe driver's error: {error}" if error else "")
             + (f"\n--- end of the driver log {submitted.driver_log} ---\n{tail}" if tail else ""))

@@ -99,6 +99,11 @@ class UpgradeOutcome:
         return asdict(self)
 
 
+class UpgradeFailed(OperationIncompleteError):
+    """An upgrade that failed after the downtime began: the job changed (rolled back, or left as it is) and the
+    message says what runs now. The command line exits 1 for it, not 2: something was changed."""
+
+
 def pin_reason(new_version: str) -> str:
     return f"upgrade to version {new_version} may roll back to it"
 
@@ -148,15 +153,15 @@ def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mappin
         return UpgradeOutcome(True, str(new_version), savepoint, healthy.get("message"), previous)
     if rolled_back:
         unpin(home, savepoint)
-        raise JobStateError(
+        raise UpgradeFailed(
             f"upgrade of {where} to version {new_version} failed its start or health gate and was rolled back: "
             f"version {previous} runs again from savepoint {savepoint} (generation {rolled_back.get('generation')})")
     if not rollback:
-        raise JobStateError(
+        raise UpgradeFailed(
             f"upgrade of {where} to version {new_version} failed its start or health gate; rollback is off, so the "
             f"new version is left as it is. Savepoint {savepoint} (kept pinned) holds the previous version "
             f"{previous}'s position: restore it and submit that version to roll back by hand")
-    raise OperationIncompleteError(
+    raise UpgradeFailed(
         f"upgrade of {where} to version {new_version} failed and the rollback did not complete: savepoint "
         f"{savepoint} (kept pinned) holds the previous version's position. Retry the rollback, or restore that "
         "savepoint and submit the previous version by hand")
@@ -173,10 +178,11 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     stopped: StopResult | None = None
     try:
         if options.standby and running:
-            handle = live_standby(home)
-            if handle is not None and handle.app_version == new.app_version:
-                say(f"using the live standby of version {new.app_version} (pid {handle.pid})")
-            else:
+            live = live_standby(home)
+            if live is not None and live.app_version == new.app_version:  # `standby launch` warmed it already
+                say(f"using the live standby of version {new.app_version} (pid {live.pid})")
+                handle = live
+            else:  # refused while another version's standby lives: that one is not ours to end
                 say(f"starting version {new.app_version} as a warm standby")
                 handle = launch_standby(home, new, launcher, by=by)
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
@@ -204,11 +210,10 @@ def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_co
             say(f"restoring savepoint {savepoint_of(stopped)} without state")
             restore(home, savepoint_of(stopped), drop_state=True, allow_sink_batch_log=options.allow_sink_batch_log,
                     by=by)
-        if handle is not None and not options.drop_state:
+        if handle is not None:  # after a restore too: the standby starts from the generation current at its go
             say(f"giving the standby of version {new.app_version} the go")
             started = hand_over(home, handle, stopped, takeover_stopped=options.takeover_stopped, by=by)
         else:
-            end_unused_standby(home, handle)
             say(f"starting version {new.app_version}")
             started = submit(home, new, launcher, by=by)
         event = wait(lambda: look_started(home, started, 0), options.start_timeout_seconds, options.poll_seconds)

@@ -10,5 +10,7 @@ this package configures but which never imports it. A job imports its facade fro
 
 from airflow_kafka_stream.runtime.config import EXIT_FAILED, EXIT_OK, RunResult, StreamConfig
 from airflow_kafka_stream.runtime.stream_runtime import StreamRuntime, run_stream
+from airflow_kafka_stream.storage.files import client_config_from_env
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "RunResult", "StreamConfig", "StreamRuntime", "run_stream"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "RunResult", "StreamConfig", "StreamRuntime", "client_config_from_env",
+           "run_stream"]

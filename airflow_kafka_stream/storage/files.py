@@ -83,6 +83,8 @@ def url_to_fs(url: str, storage_options: dict | None = None) -> tuple[AbstractFi
 #: Environment variable carrying a job home's fsspec storage options (secrets included) as JSON to its driver,
 #: so the runtime and the source's drain handshake open the home as the control plane does.
 STORAGE_OPTIONS_ENV = "AIRFLOW_KAFKA_STREAM_STORAGE_OPTIONS"
+#: Environment variable carrying the Kafka client settings (secrets included) as JSON to a driver.
+CLIENT_CONFIG_ENV = "AIRFLOW_KAFKA_STREAM_CLIENT_CONFIG"
 
 
 def json_object_from_env(name: str, holds: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -202,3 +204,9 @@ def read_json(fs: AbstractFileSystem, path: str) -> Any | None:
 
 def dump_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str) + "\n"
+
+
+def client_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Kafka client settings a launcher passed to this driver in :data:`CLIENT_CONFIG_ENV` (empty when
+    none): a job's own application reads them with this (``from airflow_kafka_stream.runtime import ...``)."""
+    return json_object_from_env(CLIENT_CONFIG_ENV, "librdkafka settings", environ)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import sys
 
 from airflow_kafka_stream.jobs.example_pipeline import parse_args, spark_session
-from airflow_kafka_stream.ops.submit import client_config_from_env
-from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
 
 
 def fail(batch_df, batch_id: int) -> None:

@@ -9,8 +9,7 @@ import sys
 import time
 
 from airflow_kafka_stream.jobs.example_pipeline import parse_args, spark_session
-from airflow_kafka_stream.ops.submit import client_config_from_env
-from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
+from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
 
 
 def main(argv: list[str] | None = None) -> int:

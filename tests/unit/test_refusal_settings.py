@@ -55,10 +55,8 @@ NO_SETTING = {
     ("ops/unstarted.py", "UnstartedGeneration.refusal", "JobStateError"):
         (1, "no batch committed on the new generation yet: the job must start first"),
     ("ops/watchdog.py", "watch", "WatchdogGaveUp"): (1, "the watchdog gave up: the job's failure must be fixed"),
-    ("ops/submit.py", "conclude_start", "JobStateError"):
-        (1, "the new driver failed or did not start in time: its error and log say why"),
     ("ops/upgrade.py", "decide_outcome", "JobStateError"):
-        (3, "the upgrade's outcome (failed before downtime, rolled back, or left as it is): what holds now"),
+        (1, "the upgrade failed before any downtime: its standby or stop step says why; nothing changed"),
     ("core/checkpoint_log.py", "*", "CheckpointFormatError"):
         (12, "a damaged or foreign checkpoint file: restored from a savepoint, not set"),
     ("core/kafka_sources.py", "KafkaSources.require_one_position_per_partition", "InvalidInputError"):
