@@ -147,7 +147,8 @@ def _running_submission(home):
     """The running version's recorded submission, which a new version of the same program starts from."""
     from airflow_kafka_stream.ops.submit import recorded_submission
 
-    version = (home.status() or {}).get("app_version") or home.spec().get("version")
+    status = home.status_document()
+    version = (status.app_version if status else None) or home.spec().get("version")
     if not version or home.submission(str(version)) is None:
         return None
     return recorded_submission(home, str(version))

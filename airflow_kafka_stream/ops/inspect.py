@@ -62,39 +62,36 @@ def repair(ctx: JobContext) -> RepairResult:
 
 def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
     """The job's state as its driver last reported it, and whether it still runs (reads only; no lock)."""
-    from airflow_kafka_stream.core.standby import is_live
+    from airflow_kafka_stream.core.status_document import StatusDocument, written_state
     from airflow_kafka_stream.ops.guard import job_is_running
-    from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
-    from airflow_kafka_stream.storage.processes import process_alive
-    from airflow_kafka_stream.storage.status import ACTIVE_STATES, heartbeat_age
+    from airflow_kafka_stream.ops.standby import live_standby
 
     home.require()
     now = now or datetime.now(UTC)
-    running, status = job_is_running(home, now)
-    status = status or {}
+    running, raw = job_is_running(home, now)
+    status = StatusDocument.of(raw)
     spec = home.spec()
-    age = heartbeat_age(status, now) if status else None
-    standby = home.read_control(STANDBY_RECORD)
-    if standby and not is_live(standby, process_alive(standby.get("pid"), standby.get("host")), now):
-        standby = None  # the record of an upgrade that is over
+    age = status.heartbeat_age(now) if status else None
+    standby = home.standby_record() if live_standby(home, now) is not None else None  # else an upgrade that is over
+    commits = status.group_commits if status else None
     return JobStatus(
         job_home=home.url,
         job=spec.get("job") or home.url.rstrip("/").rsplit("/", 1)[-1],
-        state=status.get("state"),
+        state=written_state(status),
         running=running,
-        driver_lost=status.get("state") in ACTIVE_STATES and not running,
+        driver_lost=bool(status and status.is_live) and not running,
         app_version=spec.get("version"),
         heartbeat_age_seconds=round(age, 1) if age is not None else None,
         generation=home.current_generation(),
-        last_batch_id=status.get("last_batch_id"),
-        last_offsets=status.get("last_offsets"),
+        last_batch_id=status.last_batch_id if status else None,
+        last_offsets=status.last_offsets if status else None,
         group=spec.get("group"),
         topics=list(spec.get("topics") or []),
-        group_commits=status.get("group_commits"),
-        dead_letters=status.get("dead_letters"),
-        read_placement=status.get("read_placement"),
-        stop_requested_at=status.get("stop_requested_at"),
-        error=status.get("error"),
+        group_commits=(raw or {}).get("group_commits") if commits is not None else None,
+        dead_letters=status.dead_letters if status else None,
+        read_placement=status.read_placement if status else None,
+        stop_requested_at=status.stop_requested_at if status else None,
+        error=status.error if status else None,
         standby={key: standby.get(key) for key in ("state", "version", "pid", "host", "launched_at")}
         if standby else None,
     )

@@ -44,6 +44,7 @@ from airflow_kafka_stream.ops.guard import ensure_not_running
 from airflow_kafka_stream.ops.inspect import position
 from airflow_kafka_stream.ops.results import GroupMove, ResetOutcome, ResetRun
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, ensure_sink_log_present, sink_note
+from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.files import url_to_fs
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -204,7 +205,7 @@ def current_generation_context(ctx: JobContext) -> JobContext:
     """
     if ctx.home is None:
         return ctx
-    generations = ctx.home.url_of("checkpoints").rstrip("/") + "/"
+    generations = ctx.home.url_of(*layout.CHECKPOINTS).rstrip("/") + "/"
     if not ctx.checkpoint_url.startswith(generations):
         return ctx
     current = ctx.home.checkpoint_url()

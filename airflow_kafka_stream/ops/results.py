@@ -6,6 +6,7 @@ Airflow layer pushes their dicts to XCom; neither reaches into an operation's in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -280,3 +281,73 @@ class UnlockResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"released": self.released}
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What a submit did: ``launched`` a driver, found one of this version (``already-running``), or gave a
+    standby its go (``handed-over``); and what the wait for it needs (since when, which process)."""
+
+    action: str
+    reason: str
+    app_version: str
+    submitted_at: str
+    pid: int | None = None
+    driver_log: str | None = None
+    host: str | None = None
+    application_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> SubmitResult:
+        return cls(**{name: value.get(name) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class StandbyHandle:
+    """A launched standby: what the later steps of the upgrade need (no secret)."""
+
+    token: str
+    app_version: str
+    pid: int
+    host: str
+    driver_log: str
+    launched_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any]) -> StandbyHandle:
+        return cls(**{name: value[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class WatchdogResult:
+    """What one watchdog run saw and did: its action and why, the lag it measured, and the restart."""
+
+    action: str
+    reason: str
+    lag: int | None = None
+    restarted: SubmitResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        found = asdict(self)
+        found["restarted"] = self.restarted.to_dict() if self.restarted else None
+        return found
+
+
+@dataclass(frozen=True)
+class UpgradeOutcome:
+    """A decided upgrade: the new version healthy, or (raised as an error instead) rolled back or not."""
+
+    upgraded: bool
+    version: str
+    savepoint: str | None
+    health: str | None
+    previous_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -32,6 +32,7 @@ from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.results import DeleteResult, PruneResult, RestoreResult, SavepointInfo
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
 from airflow_kafka_stream.ops.unstarted import unstarted_generation
+from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -81,7 +82,7 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
 
 def _existing(home: JobHome) -> list[str]:
     try:
-        return home.fs.ls(home.p("savepoints"), detail=False)
+        return home.fs.ls(home.p(*layout.SAVEPOINTS), detail=False)
     except FileNotFoundError:
         return []
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +29,7 @@ from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
-from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
 from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, TIMEOUT, WAITING, wait
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -38,25 +37,6 @@ from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import end_process, process_alive
 
 log = logging.getLogger(__name__)
-
-@dataclass(frozen=True)
-class StandbyHandle:
-    """A launched standby: what the later steps of the upgrade need (no secret)."""
-
-    token: str
-    app_version: str
-    pid: int
-    host: str
-    driver_log: str
-    launched_at: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def of(cls, value: Mapping[str, Any]) -> StandbyHandle:
-        return cls(**{name: value[name] for name in cls.__dataclass_fields__})
-
 
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
                    now: datetime | None = None) -> StandbyHandle:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +29,7 @@ from airflow_kafka_stream.core.status_document import StatusDocument, written_st
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
+from airflow_kafka_stream.ops.results import SubmitResult
 from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
 from airflow_kafka_stream.storage.files import client_config_from_env, is_local
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -40,28 +40,6 @@ __all__ = ["CLIENT_CONFIG_ENV", "LaunchedDriver", "SubmitResult", "client_config
            "look_started", "recorded_submission", "replay", "submit", "submit_and_wait"]
 
 LAUNCHED, ALREADY_RUNNING, HANDED_OVER = "launched", "already-running", "handed-over"
-
-
-@dataclass(frozen=True)
-class SubmitResult:
-    """What a submit did: ``launched`` a driver, found one of this version (``already-running``), or gave a
-    standby its go (``handed-over``); and what the wait for it needs (since when, which process)."""
-
-    action: str
-    reason: str
-    app_version: str
-    submitted_at: str
-    pid: int | None = None
-    driver_log: str | None = None
-    host: str | None = None
-    application_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def of(cls, value: Mapping[str, Any]) -> SubmitResult:
-        return cls(**{name: value.get(name) for name in cls.__dataclass_fields__})
 
 
 def driver_log_path(home: JobHome, now: datetime, prefix: str = "driver") -> str:

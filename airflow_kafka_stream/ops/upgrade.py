@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,7 +34,7 @@ from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Operat
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.health import HealthLook
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
-from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.results import StopResult, UpgradeOutcome
 from airflow_kafka_stream.ops.standby import (
     StandbyHandle,
     end_standby,
@@ -83,20 +83,6 @@ class UpgradeOptions:
     def health_spec(self, newer_than: datetime | None = None) -> HealthSpec:
         return HealthSpec(int(self.health_batches), float(self.health_window_seconds), 0, newer_than,
                           startup_seconds=float(self.health_startup_seconds))
-
-
-@dataclass(frozen=True)
-class UpgradeOutcome:
-    """A decided upgrade: the new version healthy, or (raised as an error instead) rolled back or not."""
-
-    upgraded: bool
-    version: str
-    savepoint: str | None
-    health: str | None
-    previous_version: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class UpgradeFailed(OperationIncompleteError):

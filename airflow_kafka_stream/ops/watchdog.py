@@ -13,7 +13,6 @@ import logging
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +21,8 @@ from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progres
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.health import job_lag
 from airflow_kafka_stream.ops.launcher import Launcher
-from airflow_kafka_stream.ops.submit import LAUNCHED, SubmitResult, replay
+from airflow_kafka_stream.ops.results import WatchdogResult
+from airflow_kafka_stream.ops.submit import LAUNCHED, replay
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, end_process, process_alive
@@ -31,21 +31,6 @@ log = logging.getLogger(__name__)
 
 RESTART_OPERATION = "watchdog-restart"
 CAUSE = "watchdog"
-
-
-@dataclass(frozen=True)
-class WatchdogResult:
-    """What one watchdog run saw and did: its action and why, the lag it measured, and the restart."""
-
-    action: str
-    reason: str
-    lag: int | None = None
-    restarted: SubmitResult | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        found = asdict(self)
-        found["restarted"] = self.restarted.to_dict() if self.restarted else None
-        return found
 
 
 #: Operations that start a new chapter: a deliberate submit, stop, restore or reset resets the restart budget.

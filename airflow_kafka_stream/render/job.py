@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.ops.results import History, JobStatus, StopResult, UnlockResult
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
@@ -56,7 +57,7 @@ def status_text(status: JobStatus) -> str:
         lines.append(f"dead letters    {status.dead_letters}")
     if status.read_placement:
         lines.append(f"reads batches   {status.read_placement.get('reason')}")
-    if status.stop_requested_at and status.state in ("RUNNING", "DRAINING"):
+    if status.stop_requested_at and JobState.parse(status.state) in (JobState.RUNNING, JobState.DRAINING):
         lines.append(f"stop requested  at {status.stop_requested_at}")
     if status.standby:
         lines.append(f"standby         version {status.standby['version']} {status.standby['state']} (pid "
