@@ -68,6 +68,11 @@ RULES = (
          AIRFLOW + ours("ops", *CONTROL_PLANE_FRONTS),
          "the driver and what ships to executors are started by the control plane, never call it: a job runs "
          "without Airflow installed (the runtime records its start through storage.operation)"),
+    Rule("applications-are-drivers", ("jobs",),
+         AIRFLOW + ours("ops", *CONTROL_PLANE_FRONTS),
+         "jobs/ holds the example pipeline, a PySpark application like the users' own: it runs under the "
+         "runtime on a driver, reads its client settings through runtime/kafka, and needs nothing of the "
+         "control plane"),
     Rule("source-below-runtime", ("source",),
          ours("runtime"),
          "source/ ships to executors and needs nothing of the driver runtime"),
