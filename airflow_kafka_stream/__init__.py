@@ -25,7 +25,8 @@ def get_provider_info() -> dict:
             f"docs/{page}.md" for page in ("airflow", "python-api", "savepoints", "reset", "verify", "runtime",
                                            "source", "job-home", "checkpoint")],
                           "tags": ["apache", "software"]}],
-        "hooks": [{"integration-name": integration, "python-modules": [f"{_PACKAGE}.hooks.stream_job"]}],
+        "hooks": [{"integration-name": integration, "python-modules": [
+            f"{_PACKAGE}.hooks.{name}" for name in ("stream_job", "kafka", "job_home", "spark_driver")]}],
         "operators": [{"integration-name": integration, "python-modules": [
             f"{_PACKAGE}.operators.{name}" for name in ("submit", "stop", "savepoints", "upgrade", "verify", "reset",
                                                          "watchdog", "supervisor")]}],

@@ -1,10 +1,9 @@
 """One hook that gives an operator everything about one streaming job.
 
 Nothing new is stored in Airflow: the Kafka client settings (secrets included)
-come from the existing ``kafka`` connection type, whose extra holds the
-librdkafka configuration; a job home that is not local takes its storage
-credentials from a connection whose extra holds fsspec storage options
-(login and password, when set, fill ``key`` and ``secret`` as s3fs names them).
+come from the existing ``kafka`` connection type, read as the Kafka provider
+reads it (``hooks/kafka.py``); a job home that is not local takes its storage
+credentials from a connection of its own (``hooks/job_home.py``).
 The configuration built here carries secrets: it is handed to the operation
 API and never logged, pushed to XCom or serialized into a trigger.
 """
@@ -16,13 +15,14 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_kafka_stream.errors import InvalidInputError
-
-#: confluent-kafka options whose values are callables; a connection extra holds text only.
-CALLBACK_KEYS = ("error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb", "on_commit")
+from airflow_kafka_stream.hooks.job_home import JobHomeStorageHook
+from airflow_kafka_stream.hooks.kafka import StreamKafkaHook
 
 
 class StreamJobHook(BaseHook):
-    """Kafka client config, storage options, job home and operation context of one job.
+    """Kafka client config, storage options, job home and operation context of one job: the ``kafka``
+    connection read by :class:`~airflow_kafka_stream.hooks.kafka.StreamKafkaHook` (the Kafka provider's way)
+    and the storage connection by :class:`~airflow_kafka_stream.hooks.job_home.JobHomeStorageHook`.
 
     :param job_home: the job's home directory (a path or an fsspec URL such as ``s3://bucket/jobs/orders``).
     :param kafka_conn_id: the ``kafka`` connection whose extra holds the librdkafka configuration;
@@ -39,52 +39,36 @@ class StreamJobHook(BaseHook):
                  storage_conn_id: str | None = None) -> None:
         super().__init__()
         if not job_home or not str(job_home).strip():
-            raise InvalidInputError("job_home is empty; pass the job's home directory (a path or URL)")
+            raise InvalidInputError("job_home is empty; pass the job's home directory (a path or URL)",
+                                    setting="job_home")
         self.job_home = str(job_home).strip()
         self.kafka_conn_id = kafka_conn_id
         self.storage_conn_id = storage_conn_id
+        self.storage = JobHomeStorageHook(self.job_home, storage_conn_id)
+
+    def _kafka(self) -> StreamKafkaHook:
+        if not self.kafka_conn_id:
+            raise InvalidInputError("this operation needs Kafka: pass kafka_conn_id (a connection of type kafka)",
+                                    setting="kafka_conn_id")
+        return StreamKafkaHook(self.kafka_conn_id)
 
     def kafka_config(self) -> dict[str, Any]:
-        """The librdkafka configuration of the Kafka connection (secrets included: never log it)."""
-        if not self.kafka_conn_id:
-            raise InvalidInputError("this operation needs Kafka: pass kafka_conn_id (a connection of type kafka)")
-        extra = self.get_connection(self.kafka_conn_id).extra_dejson
-        if not isinstance(extra, dict) or not extra.get("bootstrap.servers"):
-            raise InvalidInputError(
-                f"connection {self.kafka_conn_id!r} has no 'bootstrap.servers' in its extra; set its extra to the "
-                'librdkafka configuration, e.g. {"bootstrap.servers": "broker:9092"}'
-            )
-        callbacks = sorted(key for key in CALLBACK_KEYS if key in extra)
-        if callbacks:
-            raise InvalidInputError(
-                f"connection {self.kafka_conn_id!r} sets {', '.join(callbacks)}: callbacks cannot reach a Spark "
-                "driver or the control plane from a connection; remove them"
-            )
-        # group.id belongs to the job (job.json), not to a connection shared by several jobs.
-        return {key: value for key, value in extra.items() if key != "group.id"}
+        """The control plane's librdkafka configuration (secrets included: never log it)."""
+        return self._kafka().client_config()
+
+    def driver_kafka_config(self) -> dict[str, Any]:
+        """The configuration a launched driver gets in its environment (text only: no callback)."""
+        return self._kafka().driver_config()
 
     def storage_options(self) -> dict[str, Any]:
         """fsspec storage options for the job home (empty for a local home)."""
-        if not self.storage_conn_id:
-            return {}
-        conn = self.get_connection(self.storage_conn_id)
-        options = dict(conn.extra_dejson or {})
-        if conn.login and "key" not in options:
-            options["key"] = conn.login
-        if conn.password and "secret" not in options:
-            options["secret"] = conn.password
-        return options
+        return self.storage.storage_options()
 
     def home(self, require: bool = True):
         """The job home (``storage.jobhome.JobHome``), refused when the directory is not one; with
         ``require=False`` as it is, for a job home a first submit makes or a driver just launched has not
         written yet. Operators, sensors and triggers get the home here, never from storage directly."""
-        from airflow_kafka_stream.storage.jobhome import JobHome
-
-        home = JobHome(self.job_home, self.storage_options())
-        if require:
-            home.require()
-        return home
+        return self.storage.home(require)
 
     def status(self) -> dict[str, Any] | None:
         """The job's last status; None before it reported one (a job just submitted may have no home yet)."""
@@ -127,13 +111,9 @@ class StreamJobHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Whether the job home is readable and the brokers answer (the message names what failed)."""
-        from airflow_kafka_stream.errors import StreamError
-        from airflow_kafka_stream.kafka.metadata import list_topic_partitions
-
-        try:
-            self.home()
-            if self.kafka_conn_id:
-                list_topic_partitions(self.kafka_config(), timeout=10)
-        except StreamError as exc:
-            return False, str(exc)
-        return True, f"job home {self.job_home} is readable and the Kafka brokers answer"
+        for hook in (self.storage, *((self._kafka(),) if self.kafka_conn_id else ())):
+            ok, message = hook.test_connection()
+            if not ok:
+                return False, message
+        return True, f"job home {self.job_home} is readable" + (" and the Kafka brokers answer"
+                                                                 if self.kafka_conn_id else "")

@@ -135,7 +135,7 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         from airflow_kafka_stream.ops.submit import recorded_submission
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
-        kafka = hook.kafka_config()
+        kafka = hook.driver_kafka_config()
         home = hook.home(require=False)  # a first submit makes the job home
         launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id, kafka, hook.storage_options())
         if self.from_submission:

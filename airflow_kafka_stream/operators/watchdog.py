@@ -60,8 +60,8 @@ class StreamWatchdogOperator(BaseOperator):
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.kafka_config()
         home = hook.home()
-        launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id or self._recorded_conn(home), kafka,
-                                        hook.storage_options())
+        launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id or self._recorded_conn(home),
+                                        hook.driver_kafka_config(), hook.storage_options())
         # ops.watchdog.watch logs the decision (once: the task log gets that line).
         return watch(home, kafka, self.policy, launcher).to_dict()
 

@@ -82,6 +82,7 @@ NO_SETTING = {
 OPERATOR_ONLY = {
     "poll_seconds": ("the CLI looks at the job in its own loop", "StreamStopOperator"),
     "spark_conn_id": ("the CLI launches spark-submit itself, with --master", "StreamSubmitOperator"),
+    "kafka_conn_id": ("the CLI reads client settings from --command-config", "StreamSubmitOperator"),
 }
 #: Settings no operator takes, each with why.
 CLI_ONLY = {
