@@ -43,6 +43,14 @@ def _time(value: Any) -> datetime | None:
         return None
 
 
+def _samples(value: Any) -> tuple[Any, ...]:
+    """[epoch, value] pairs of numbers; anything else is left out."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(list(sample) for sample in value if isinstance(sample, list | tuple) and len(sample) >= 2
+                 and _number(sample[0]) is not None and _number(sample[1]) is not None)
+
+
 def _mapping(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
@@ -78,6 +86,41 @@ class GroupCommits:
             committed_at=_text(raw.get("committed_at")),
             pending_batch=_whole(raw.get("pending_batch")),
         )
+
+
+@dataclass(frozen=True)
+class TimeLag:
+    """The job's lag in seconds (``time_lag``), as the driver last measured it.
+
+    ``partitions`` is ``{topic: {partition: seconds}}``: how old the oldest record the job has not processed
+    yet is (0 when the partition is caught up). ``last_batch_delay_seconds`` is the newest batch's commit time
+    minus the newest record's timestamp it held (None before a batch with records).
+    """
+
+    measured_at: datetime | None
+    partitions: dict[str, dict[str, float]]
+    max_seconds: float
+    last_batch_delay_seconds: float | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> TimeLag | None:
+        """None when absent or malformed (no partitions mapping, or no number for ``max_seconds``)."""
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("partitions"), Mapping):
+            return None
+        most = _number(raw.get("max_seconds"))
+        if most is None:
+            return None
+        partitions = {str(topic): {str(part): float(seconds) for part, seconds in parts.items()
+                                   if _number(seconds) is not None}
+                      for topic, parts in raw["partitions"].items() if isinstance(parts, Mapping)}
+        return cls(measured_at=_time(raw.get("measured_at")), partitions=partitions, max_seconds=most,
+                   last_batch_delay_seconds=_number(raw.get("last_batch_delay_seconds")))
+
+    def worst(self) -> list[tuple[str, int, float]]:
+        """(topic, partition, seconds), the most behind first (then by topic and partition)."""
+        rows = [(topic, int(part), seconds) for topic, parts in self.partitions.items()
+                for part, seconds in parts.items() if part.lstrip("-").isdigit()]
+        return sorted(rows, key=lambda row: (-row[2], row[0], row[1]))
 
 
 @dataclass(frozen=True)
@@ -119,6 +162,10 @@ class StatusDocument:
     note: str | None = None
     error: str | None = None
     group_commits: GroupCommits | None = None
+    #: The lag in seconds per partition and of the last batch (None when absent or malformed).
+    time_lag: TimeLag | None = None
+    #: [epoch, max seconds] of the recent time lag measurements: the job page's seconds plot.
+    time_lag_samples: tuple[Any, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -163,6 +210,8 @@ class StatusDocument:
             note=_text(raw.get("note")),
             error=_text(raw.get("error")),
             group_commits=GroupCommits.parse(raw.get("group_commits")),
+            time_lag=TimeLag.parse(raw.get("time_lag")),
+            time_lag_samples=_samples(raw.get("time_lag_samples")),
             raw=dict(raw),
         )
 

@@ -32,6 +32,9 @@ class Heartbeat:
         interval = self.config.heartbeat_seconds
         while not self._closing.is_set():
             wait = interval
+            with self._lock:
+                offsets = self._last_offsets
+            self.time_lag.poke(offsets)  # measured on its own thread, at most once an interval
             try:
                 self._write_status()
                 self._last_beat_ok = time.monotonic()
@@ -99,6 +102,8 @@ class Heartbeat:
                 "error": self._error,
             }
         doc["group_commits"] = self.committer.stats()
+        doc["time_lag"] = self.time_lag.document()
+        doc["time_lag_samples"] = self.time_lag.samples()
         return doc
 
     def _write_status(self) -> None:

@@ -70,6 +70,10 @@ class BatchProgress:
     durationMs: dict[str, int]  # noqa: N815
     end_offsets: PartitionOffsets | None
     backlog: int | None = None
+    #: The high watermarks the batch was planned against (``latestOffset``), when the source reports them.
+    latest_offsets: PartitionOffsets | None = None
+    #: The Kafka offsets the batch started at (its sources' ``startOffset``; None when none reports one).
+    start_offsets: PartitionOffsets | None = None
 
 
 def progress_from_json(text: str) -> BatchProgress:
@@ -82,4 +86,6 @@ def progress_from_json(text: str) -> BatchProgress:
         durationMs=dict(data.get("durationMs") or {}),
         end_offsets=batch_end_offsets([source.get("endOffset") for source in data.get("sources") or []]),
         backlog=batch_backlog(data.get("sources") or []),
+        latest_offsets=batch_end_offsets([source.get("latestOffset") for source in data.get("sources") or []]),
+        start_offsets=batch_end_offsets([source.get("startOffset") for source in data.get("sources") or []]),
     )

@@ -57,6 +57,7 @@ from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.runtime.supervision import Supervision
 from airflow_kafka_stream.runtime.takeover import Takeover
+from airflow_kafka_stream.runtime.time_lag import TimeLagSampler
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -96,6 +97,9 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
         self._stop_requested_by: str | None = None
         self._signalled = 0
         self._wake_status = threading.Event()
+        #: The lag in seconds (status ``time_lag``), measured at most once a heartbeat interval on its own thread.
+        self.time_lag = TimeLagSampler.for_kafka(config.client_config(), config.heartbeat_seconds,
+                                                 self._wake_status.set)
         self._status_thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._prepared = False
@@ -180,6 +184,9 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
             self._add_lag_sample(progress.batchId, progress.backlog)
         else:
             self.lag_sampler.submit(progress.batchId, offsets)
+        with self._lock:
+            previous = self._last_offsets
+        self.time_lag.batch_committed(progress.start_offsets or previous, offsets, progress.numInputRows or 0)
         self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
 
     def _add_lag_sample(self, batch_id: int, records_waiting: int) -> None:
@@ -209,6 +216,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
             log.warning("the final group commit of batch %s did not complete: %s", batch_id,
                         self.committer.last_error)
         self.lag_sampler.close()
+        self.time_lag.close()
         failed = self._error is not None
         self._stopped_at = utc_now()
         self._state = st.FAILED if failed else st.STOPPED
