@@ -37,6 +37,12 @@ setup(
         "pyarrow>=15",
         "pandas<3",
         "fsspec>=2024.1",
+        # Driver metrics (docs/metrics.md): the OpenTelemetry SDK Airflow installs, its OTLP exporters, and the
+        # Prometheus exporter for a scrape endpoint on the driver.
+        "opentelemetry-sdk>=1.45",
+        "opentelemetry-exporter-otlp>=1.45",
+        "opentelemetry-exporter-prometheus>=0.66b2",
+        "prometheus-client>=0.20",
     ],
     extras_require={
         "s3": ["s3fs"],

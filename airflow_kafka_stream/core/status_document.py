@@ -124,6 +124,26 @@ class TimeLag:
 
 
 @dataclass(frozen=True)
+class MetricsExport:
+    """The driver's metrics export (``metrics``): its exporters, whether it fails, the scrape port."""
+
+    exporters: tuple[str, ...] = ()
+    failing: bool = False
+    last_error: str | None = None
+    prometheus_port: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> MetricsExport | None:
+        """None when absent (metrics off) or not a mapping."""
+        if not isinstance(raw, Mapping):
+            return None
+        exporters = raw.get("exporters")
+        return cls(exporters=tuple(e for e in exporters if isinstance(e, str)) if isinstance(exporters, list) else (),
+                   failing=raw.get("failing") is True, last_error=_text(raw.get("last_error")),
+                   prometheus_port=_whole(raw.get("prometheus_port")))
+
+
+@dataclass(frozen=True)
 class StatusDocument:
     """What the driver last wrote about itself; see the runtime's ``status()`` for each key."""
 
@@ -162,6 +182,8 @@ class StatusDocument:
     note: str | None = None
     error: str | None = None
     group_commits: GroupCommits | None = None
+    #: The metrics export (None when metrics are off).
+    metrics: MetricsExport | None = None
     #: The lag in seconds per partition and of the last batch (None when absent or malformed).
     time_lag: TimeLag | None = None
     #: [epoch, max seconds] of the recent time lag measurements: the job page's seconds plot.
@@ -210,6 +232,7 @@ class StatusDocument:
             note=_text(raw.get("note")),
             error=_text(raw.get("error")),
             group_commits=GroupCommits.parse(raw.get("group_commits")),
+            metrics=MetricsExport.parse(raw.get("metrics")),
             time_lag=TimeLag.parse(raw.get("time_lag")),
             time_lag_samples=_samples(raw.get("time_lag_samples")),
             raw=dict(raw),

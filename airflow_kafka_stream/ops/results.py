@@ -209,6 +209,8 @@ class JobStatus:
     error: str | None
     #: A live warm standby of an upgrade in progress (its state, version, pid, host, launch time).
     standby: dict[str, Any] | None
+    #: The driver's metrics export (status ``metrics``: exporters, failing, last_error, prometheus_port); None: off.
+    metrics: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -127,6 +127,8 @@ def _summary(s: dict[str, Any]) -> str:
             ("Where batches are read", _cell(s.get("read_placement")))]
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
+    if (s.get("metrics") or {}).get("failing"):
+        rows.append(("Metrics export", _cell(f"failing: {s['metrics'].get('last_error')}", css="bad")))
     return '<table class="summary"><tbody>' + "".join(
         f"<tr><th>{escape(k)}</th>{v}</tr>" for k, v in rows) + "</tbody></table>"
 

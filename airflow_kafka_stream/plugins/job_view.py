@@ -81,6 +81,7 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
         "topics": status.topics,
         "error": status.error,
         "read_placement": (status.read_placement or {}).get("reason"),
+        "metrics": status.metrics,
     }
 
 
@@ -90,7 +91,7 @@ def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, An
     from airflow_kafka_stream.ops.context import build_context
 
     ctx = build_context(job_home=home.url, client_config=kafka_config, storage_options=home.storage_options)
-    result = verify.verify(ctx)
+    result = verify.verify(ctx, record=False)  # the page judges the window but keeps no look (it writes nothing)
     rows = []
     for verdict in result.partitions:
         seen = verdict.observation

@@ -55,6 +55,8 @@ def status_text(status: JobStatus) -> str:
                      f"{commits.get('last_error')}")
     if status.dead_letters:
         lines.append(f"dead letters    {status.dead_letters}")
+    if status.metrics and status.metrics.get("failing"):
+        lines.append(f"METRICS         export failing: {status.metrics.get('last_error')}")
     if status.read_placement:
         lines.append(f"reads batches   {status.read_placement.get('reason')}")
     if status.stop_requested_at and JobState.parse(status.state) in (JobState.RUNNING, JobState.DRAINING):

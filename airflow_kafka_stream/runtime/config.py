@@ -55,6 +55,9 @@ class StreamConfig:
     sink_kind: str | None = None
     #: A warm standby that gets no go within this long ends itself (its upgrade died or forgot it).
     standby_max_wait_seconds: float = 3600.0
+    #: The driver's Prometheus scrape endpoint (0: any free port, shown in the status); None: the
+    #: ``AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT`` environment variable, else none. See docs/metrics.md.
+    prometheus_port: int | None = None
 
     def validate(self) -> None:
         if not self.job_name:

@@ -102,6 +102,7 @@ class Heartbeat:
                 "error": self._error,
             }
         doc["group_commits"] = self.committer.stats()
+        doc["metrics"] = self.metrics.status_field() if self.metrics is not None else None
         doc["time_lag"] = self.time_lag.document()
         doc["time_lag_samples"] = self.time_lag.samples()
         return doc

@@ -52,6 +52,7 @@ from airflow_kafka_stream.runtime.group_committer import GroupCommitter, KafkaGr
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat, jvm_pid
 from airflow_kafka_stream.runtime.lag_sampler import LagSampler
 from airflow_kafka_stream.runtime.listener import BatchListener
+from airflow_kafka_stream.runtime.metrics import RuntimeMetrics
 from airflow_kafka_stream.runtime.progress import BatchProgress
 from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
@@ -67,13 +68,14 @@ log = logging.getLogger(__name__)
 LAG_SAMPLES = 120
 
 
-class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
+class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetrics):
     """Runs one streaming query for a job home: generations, commits, status, graceful stop."""
 
     def __init__(self, spark, home_url: str, config: StreamConfig):
         config.validate()
         self.spark = spark
         self.config = config
+        self._setup_metrics()  # a malformed OTEL_* setting or port is refused here, named
         self._jvm_pid = jvm_pid(spark)
         self.home = JobHome(home_url, config.storage_options)
         self._lock = threading.Lock()
@@ -153,6 +155,8 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
             raise JobStateError(f"job {self.config.job_name}: this runtime already ended ({self._finished.state}); "
                                 "a StreamRuntime runs one query: create a new one to start again")
         self.prepare()
+        if self.metrics is not None:
+            self.metrics.start()
         batch_listener = BatchListener(self._on_batch)
         self.spark.streams.addListener(batch_listener.listener)
         previous_handler = self._install_sigterm_handler()
@@ -180,6 +184,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
         if offsets is None:
             log.warning("batch %s has no Kafka offsets in its progress; nothing to commit", progress.batchId)
             return
+        self._metrics_on_batch(progress)
         if progress.backlog is not None:
             self._add_lag_sample(progress.batchId, progress.backlog)
         else:
@@ -228,6 +233,8 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat):
             self._write_status()
         except Exception as exc:  # noqa: BLE001 - e.g. the storage outage that fenced the job
             log.error("could not write the final status %s of job %s: %s", self._state, self.config.job_name, exc)
+        if self.metrics is not None:
+            self.metrics.close()  # one last export (up 0, the final state), bounded
         if clear_request and not failed:
             self.home.clear_stop_request()
         result = RunResult(

@@ -1,0 +1,267 @@
+"""The driver's metrics through OpenTelemetry: OTLP push and a Prometheus scrape endpoint.
+
+Configured only by OpenTelemetry's own environment variables (see :func:`metric_values.read_settings`)
+and the Prometheus port setting; with nothing configured no exporter, reader or thread is made. The
+instruments are observable: the SDK's reader calls them back once per export interval (or per scrape)
+and they read the runtime's status document, so nothing runs per batch but a few assignments.
+
+An export runs in the SDK's own background thread (``PeriodicExportingMetricReader``), bounded by
+``OTEL_EXPORTER_OTLP_TIMEOUT``; what it cannot send is dropped (observable instruments hold only the
+current values, so memory stays bounded). A failed export is logged once per interval and shown in the
+status (``metrics.failing``); the job never waits for it. Part of
+:class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_kafka_stream.runtime.metric_values import (
+    CONSOLE,
+    METRICS,
+    OTLP,
+    PROMETHEUS,
+    BatchFigures,
+    MetricsSettings,
+    Point,
+    batch_figures,
+    job_attributes,
+    metric_points,
+    read_settings,
+)
+
+log = logging.getLogger(__name__)
+
+#: How long the end of a run waits for the last export (the job's exit never waits longer; half a second
+#: when the exports already fail).
+CLOSE_TIMEOUT_SECONDS = 3.0
+#: The newest savepoint is looked up at most this often (a listing of the job home's savepoints).
+SAVEPOINT_LOOKUP_SECONDS = 60.0
+#: The SDK exporters' own loggers: their messages about a failed export become ours, once per interval.
+EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.metric_exporter",
+                    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+                    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter")
+
+
+def _without_userinfo(text: str) -> str:
+    return re.sub(r"//[^/@\s]+@", "//***@", text)
+
+
+class ExportHealth(logging.Filter):
+    """Whether the last export succeeded; the SDK exporter's messages are kept (not logged) as its error."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        self.failing = False
+        self.last_error: str | None = None
+        self._message: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and self._message is None:  # the first says why (refused...)
+            self._message = _without_userinfo(record.getMessage())[:300]
+        return False
+
+    def ended(self, ok: bool, error: str | None = None) -> None:
+        if ok:
+            if self.failing:
+                log.info("metrics export to %s works again", self.where)
+            self.failing, self._message = False, None
+            return
+        self.last_error = _without_userinfo(error or self._message or "the export failed")[:300]
+        self._message = None
+        self.failing = True
+        log.warning("metrics export to %s failed (dropped; the job is not affected): %s", self.where,
+                    self.last_error)
+
+
+def _observed(base: type, health: ExportHealth) -> type:
+    """The SDK's exporter class, reporting each export's outcome to ``health``."""
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+    class Observed(base):
+        def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs):
+            try:
+                result = super().export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - a failed export must never reach the job
+                health.ended(False, f"{type(exc).__name__}: {exc}")
+                return MetricExportResult.FAILURE
+            health.ended(result == MetricExportResult.SUCCESS)
+            return result
+
+    Observed.__name__ = f"Observed{base.__name__}"
+    return Observed
+
+
+class JobMetrics:
+    """The meter provider, its readers and the job's observable instruments."""
+
+    def __init__(self, settings: MetricsSettings, attributes: Mapping[str, str],
+                 points: Callable[[], dict[str, list[Point]]]) -> None:
+        self.settings = settings
+        self.attributes = dict(attributes)
+        self._points = points
+        self._cache: tuple[float, dict[str, list[Point]]] | None = None
+        self._cache_lock = threading.Lock()
+        self._provider = None
+        self._server = None
+        self.prometheus_port: int | None = settings.prometheus_port
+        self._start_error: str | None = None
+        where = settings.endpoint or "the OTLP default endpoint"
+        self.health = ExportHealth(_without_userinfo(where)) if OTLP in settings.exporters else None
+
+    def start(self) -> None:
+        """Make the readers (the OTLP one starts the SDK's export thread) and register the instruments."""
+        if self._provider is not None:
+            return
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.resources import Resource
+
+        readers = []
+        if OTLP in self.settings.exporters:
+            readers.append(self._otlp_reader())
+        if CONSOLE in self.settings.exporters:
+            from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+
+            readers.append(PeriodicExportingMetricReader(ConsoleMetricExporter(),
+                                                         self.settings.interval_seconds * 1000))
+        if PROMETHEUS in self.settings.exporters:
+            reader = self._prometheus_reader()
+            if reader is not None:
+                readers.append(reader)
+        resource = Resource({"service.name": self.settings.service_name, "telemetry.sdk.language": "python",
+                             **self.settings.resource_attributes})
+        self._provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
+        meter = self._provider.get_meter("airflow_kafka_stream")
+        for spec in METRICS:
+            make = meter.create_observable_counter if spec.kind == "counter" else meter.create_observable_gauge
+            make(spec.name, callbacks=[self._callback(spec.name)], unit=spec.unit, description=spec.description)
+        log.info("metrics: exporting %s every %gs%s", ", ".join(self.settings.exporters),
+                 self.settings.interval_seconds,
+                 f"; Prometheus scrape endpoint on port {self.prometheus_port}" if self._server else "")
+
+    def _otlp_reader(self):
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        if self.settings.protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        for name in EXPORTER_LOGGERS:
+            logging.getLogger(name).addFilter(self.health)
+        exporter = _observed(OTLPMetricExporter, self.health)(endpoint=self.settings.export_endpoint,
+                                                              timeout=self.settings.otlp_timeout_seconds)
+        return PeriodicExportingMetricReader(exporter, export_interval_millis=self.settings.interval_seconds * 1000,
+                                             export_timeout_millis=self.settings.timeout_seconds * 1000)
+
+    def _prometheus_reader(self):
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        registry = CollectorRegistry(auto_describe=True)
+        try:
+            self._server, _thread = start_http_server(self.settings.prometheus_port or 0,
+                                                      addr=self.settings.prometheus_host, registry=registry)
+        except OSError as exc:  # e.g. the port is taken (a standby on the same host): the job runs on without it
+            self._start_error = f"the Prometheus endpoint could not listen on port {self.settings.prometheus_port}: {exc}"
+            log.error("metrics: %s", self._start_error)
+            return None
+        self.prometheus_port = self._server.server_port
+        return PrometheusMetricReader(registry=registry)
+
+    def _callback(self, name: str):
+        from opentelemetry.metrics import Observation
+
+        def observe(_options):
+            return [Observation(value, attributes) for value, attributes in self._current().get(name, [])]
+
+        return observe
+
+    def _current(self) -> dict[str, list[Point]]:
+        """The points of this collection: every instrument's callback of one collection shares one snapshot."""
+        with self._cache_lock:
+            now = time.monotonic()
+            if self._cache is None or now - self._cache[0] > 0.5:
+                try:
+                    self._cache = (now, self._points())
+                except Exception as exc:  # noqa: BLE001 - a metric must never fail the job
+                    log.warning("metrics: reading the job's figures failed: %s", exc)
+                    return {}
+            return self._cache[1]
+
+    def status_field(self) -> dict[str, Any]:
+        """``status.json``'s ``metrics``: the exporters, whether the export fails, its last error, the port."""
+        failing = self._start_error is not None or (self.health is not None and self.health.failing)
+        error = self._start_error or (self.health.last_error if self.health is not None and failing else None)
+        return {"exporters": list(self.settings.exporters), "failing": failing, "last_error": error,
+                "prometheus_port": self.prometheus_port if self._server is not None else None}
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> None:
+        """One last export (the final state, ``up`` 0), bounded by ``timeout``; the endpoint goes away."""
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            self._cache = None
+            if self.health is not None and self.health.failing:
+                timeout = min(timeout, 0.5)
+
+            def shutdown() -> None:
+                try:
+                    provider.shutdown(timeout_millis=timeout * 1000)
+                except Exception as exc:  # noqa: BLE001 - e.g. the last export did not finish in time
+                    log.info("metrics: the last export did not complete: %s", exc)
+
+            done = threading.Thread(target=shutdown, name="metrics-shutdown", daemon=True)
+            done.start()
+            done.join(timeout)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self.health is not None:
+            for name in EXPORTER_LOGGERS:
+                logging.getLogger(name).removeFilter(self.health)
+
+
+class RuntimeMetrics:
+    """StreamRuntime's part: the settings checked at construction, the export from ``run`` to the end."""
+
+    metrics: JobMetrics | None = None
+    _metric_batch: BatchFigures | None = None
+    _savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
+
+    def _setup_metrics(self, env: Mapping[str, str] | None = None) -> None:
+        """Read the settings (refusing a malformed one, named); nothing starts yet."""
+        settings = read_settings(os.environ if env is None else env, self.config.prometheus_port)
+        if settings is not None:
+            self.metrics = JobMetrics(settings, job_attributes(self.config.job_name, self.config.app_version),
+                                      self._metric_points)
+
+    def _metrics_on_batch(self, progress) -> None:
+        if self.metrics is not None:
+            self._metric_batch = batch_figures(progress.batchId, progress.numInputRows or 0, progress.durationMs,
+                                               getattr(progress, "latest_offsets", None), progress.end_offsets)
+
+    def _metric_points(self) -> dict[str, list[Point]]:
+        age = time.monotonic() - self._last_beat_ok
+        return metric_points(self.status(), self.metrics.attributes, self._metric_batch, age,
+                             self._newest_savepoint(), time.time())
+
+    def _newest_savepoint(self) -> float | None:
+        """When the job's newest savepoint was taken (epoch), looked up at most once a minute."""
+        looked_at, epoch = self._savepoint_seen
+        if time.monotonic() - looked_at < SAVEPOINT_LOOKUP_SECONDS:
+            return epoch
+        from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
+
+        try:
+            manifests = list_savepoints(self.home.savepoints_url(), self.config.storage_options)
+            epoch = manifests[-1].created_at.timestamp() if manifests else None
+        except Exception as exc:  # noqa: BLE001 - no savepoint age this time
+            log.debug("metrics: listing the savepoints failed: %s", exc)
+        self._savepoint_seen = (time.monotonic(), epoch)
+        return epoch
