@@ -116,6 +116,12 @@ class TimeLag:
         return cls(measured_at=_time(raw.get("measured_at")), partitions=partitions, max_seconds=most,
                    last_batch_delay_seconds=_number(raw.get("last_batch_delay_seconds")))
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the status writes it (``measured_at`` an ISO time)."""
+        return {"measured_at": self.measured_at.isoformat() if self.measured_at else None,
+                "partitions": {topic: dict(parts) for topic, parts in self.partitions.items()},
+                "max_seconds": self.max_seconds, "last_batch_delay_seconds": self.last_batch_delay_seconds}
+
     def worst(self) -> list[tuple[str, int, float]]:
         """(topic, partition, seconds), the most behind first (then by topic and partition)."""
         rows = [(topic, int(part), seconds) for topic, parts in self.partitions.items()

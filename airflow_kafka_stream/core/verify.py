@@ -214,6 +214,9 @@ class VerifyResult:
     last_batch_at: datetime | None
     group: str | None = None
     note: str | None = None  # what the caller wants a reader to know first (e.g. the generation has not started)
+    #: Seconds behind per partition (ops.time_lag: now minus the timestamp of the record at the checkpoint offset,
+    #: 0 when caught up); None when not measured.
+    time_lag_seconds: Mapping[TopicPartition, float] | None = None
 
     @property
     def status(self) -> Status:
@@ -253,6 +256,7 @@ class VerifyResult:
                     "low": v.observation.low,
                     "high": v.observation.high,
                     "lag": v.observation.lag,
+                    "time_lag_seconds": (self.time_lag_seconds or {}).get(v.partition),
                     "status": v.status.value,
                     "detail": v.detail,
                 }

@@ -42,6 +42,7 @@ _LOOK_SETTINGS = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",  # an offset below the low watermark (deleted records): the first one left
     "max.partition.fetch.bytes": 65536,
     "queued.max.messages.kbytes": 1024,
     "fetch.wait.max.ms": 100,

@@ -94,5 +94,6 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
         error=status.error if status else None,
         standby={key: standby.get(key) for key in ("state", "version", "pid", "host", "launched_at")}
         if standby else None,
+        time_lag=status.time_lag if status else None,
         metrics=(raw or {}).get("metrics") if status is not None and status.metrics is not None else None,
     )

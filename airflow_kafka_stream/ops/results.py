@@ -13,6 +13,7 @@ from typing import Any
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.reset_plan import ResetPlan
 from airflow_kafka_stream.core.savepoint_manifest import Manifest
+from airflow_kafka_stream.core.status_document import TimeLag
 
 #: Nested offsets as Spark writes them: {topic: {partition: next offset}}.
 Nested = dict[str, dict[str, int]]
@@ -209,11 +210,15 @@ class JobStatus:
     error: str | None
     #: A live warm standby of an upgrade in progress (its state, version, pid, host, launch time).
     standby: dict[str, Any] | None
+    #: The lag in seconds the driver last measured (status ``time_lag``); None before any measurement.
+    time_lag: TimeLag | None = None
     #: The driver's metrics export (status ``metrics``: exporters, failing, last_error, prometheus_port); None: off.
     metrics: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        found["time_lag"] = self.time_lag.to_dict() if self.time_lag is not None else None
+        return found
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from airflow_kafka_stream.kafka.control_inputs import verify_job
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.inspect import position, unstarted
+from airflow_kafka_stream.ops.time_lag import with_time_lag
 
 #: Looks at a running job before its group findings stand, and the pause between them.
 SNAPSHOT_ATTEMPTS = 3
@@ -21,6 +22,13 @@ GROUP_LAGS = frozenset({Status.GROUP_BEHIND, Status.MISSING_IN_GROUP})
 
 
 def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: datetime | None = None) -> VerifyResult:
+    """Verify the job's partitions (``_verify_partitions``), with each one's time lag when Kafka answers."""
+    now = now or datetime.now(UTC)
+    return with_time_lag(ctx.kafka_config, _verify_partitions(ctx, stall_threshold, now), now)
+
+
+def _verify_partitions(ctx: JobContext, stall_threshold: str | timedelta = "PT10M",
+                       now: datetime | None = None) -> VerifyResult:
     """Observe checkpoint, group and watermarks, then evaluate the rules.
 
     STALLED is judged only while the job's heartbeat says it runs: a stopped job

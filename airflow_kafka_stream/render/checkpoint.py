@@ -60,6 +60,18 @@ def repair_text(result: RepairResult) -> str:
     return f"{result.checkpoint}: {done}{abandoned}"
 
 
+def with_time_lag_column(result: VerifyResult, rows: list[tuple]) -> tuple[tuple[Column, ...], list[tuple]]:
+    """The verify table's columns and rows, with a TIME LAG column after LAG when the time lag was measured."""
+    seconds = result.time_lag_seconds
+    if not seconds:
+        return VERIFY_COLUMNS, rows
+    at = [column.title for column in VERIFY_COLUMNS].index("LAG") + 1
+    cells = [dash(None if seconds.get(v.partition) is None else f"{seconds[v.partition]:.1f}s")
+             for v in result.partitions]
+    return (VERIFY_COLUMNS[:at] + (Column("TIME LAG", ">"),) + VERIFY_COLUMNS[at:],
+            [(*row[:at], cell, *row[at:]) for row, cell in zip(rows, cells, strict=True)])
+
+
 def verify_text(result: VerifyResult) -> str:
     """The note first (when there is one), one row per partition, then the overall status."""
     rows = [
@@ -76,8 +88,9 @@ def verify_text(result: VerifyResult) -> str:
         )
         for v in result.partitions
     ]
+    columns, rows = with_time_lag_column(result, rows)
     summary = (
         f"overall: {result.status.value}; {len(result.problems())} of {len(result.partitions)} partitions "
         f"with problems; total lag {result.total_lag}"
     )
-    return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(VERIFY_COLUMNS, rows), summary])
+    return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(columns, rows), summary])

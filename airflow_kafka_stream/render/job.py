@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.status_document import TimeLag
 from airflow_kafka_stream.ops.results import History, JobStatus, StopResult, UnlockResult
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
+
+#: Partitions named on the status's time lag line (the most behind first).
+TIME_LAG_PARTITIONS = 5
 
 
 def stop_text(result: StopResult) -> str:
@@ -53,6 +57,8 @@ def status_text(status: JobStatus) -> str:
     if commits.get("consecutive_failures"):
         lines.append(f"GROUP COMMITS   failing: {commits['consecutive_failures']} in a row, last error "
                      f"{commits.get('last_error')}")
+    if status.time_lag is not None:
+        lines.append(f"time lag        {time_lag_text(status.time_lag)}")
     if status.dead_letters:
         lines.append(f"dead letters    {status.dead_letters}")
     if status.metrics and status.metrics.get("failing"):
@@ -67,6 +73,18 @@ def status_text(status: JobStatus) -> str:
     if status.error:
         lines.append(f"error           {status.error}")
     return "\n".join(lines)
+
+
+def time_lag_text(lag: TimeLag, shown: int = TIME_LAG_PARTITIONS) -> str:
+    """``max 12.3 s (orders:0 12.3 s, orders:1 0.0 s); last batch 0.8 s after its newest record``."""
+    worst = lag.worst()
+    parts = ", ".join(f"{topic}:{partition} {seconds:.1f} s" for topic, partition, seconds in worst[:shown])
+    if len(worst) > shown:
+        parts += f", ... ({len(worst)} partitions)"
+    text = f"max {lag.max_seconds:.1f} s" + (f" ({parts})" if parts else "")
+    if lag.last_batch_delay_seconds is not None:
+        text += f"; last batch {lag.last_batch_delay_seconds:.1f} s after its newest record"
+    return text
 
 
 def history_text(history: History) -> str:
