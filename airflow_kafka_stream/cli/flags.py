@@ -43,6 +43,7 @@ OPTION_OF_SETTING = {
     "command_config": "--command-config",
     "storage_options": "--storage-options",
     "stall_threshold": "--stall-threshold",
+    "window": "--window",
     "kill_timeout": "--kill-timeout",
     "master": "--master",
     "deploy_mode": "--deploy-mode",

@@ -24,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     job_args(p)
     p.add_argument("--stall-threshold", default="PT10M", type=nonempty,
                    help="ISO 8601 duration without a committed batch, while lag > 0, that counts as STALLED")
+    p.add_argument("--window", default="PT10M", type=nonempty,
+                   help="ISO 8601 duration of the window rules (REWIND, STOP, WARN) over the group's recent looks; "
+                        "REWIND and STOP exit 1, WARN is a warning")
     p.set_defaults(handler=_cmd_verify)
 
     p = sub.add_parser("history", help="print the job's operation history")
@@ -70,7 +73,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import verify
     from airflow_kafka_stream.render.checkpoint import verify_text
 
-    result = verify.verify(context(args), stall_threshold=args.stall_threshold)
+    result = verify.verify(context(args), stall_threshold=args.stall_threshold, window=args.window)
     emit(args, result.to_dict(), verify_text(result))
     return result.exit_code
 

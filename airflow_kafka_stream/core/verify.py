@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from airflow_kafka_stream.core.lag_window import WindowVerdict
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 
 
@@ -217,6 +218,8 @@ class VerifyResult:
     #: Seconds behind per partition (ops.time_lag: now minus the timestamp of the record at the checkpoint offset,
     #: 0 when caught up); None when not measured.
     time_lag_seconds: Mapping[TopicPartition, float] | None = None
+    #: Burrow's window rules over the group's recent looks (core.lag_window); None when not judged.
+    window: WindowVerdict | None = None
 
     @property
     def status(self) -> Status:
@@ -228,8 +231,9 @@ class VerifyResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when every partition is OK, 1 when any has a problem."""
-        return 0 if self.ok else 1
+        """0 when every partition is OK, 1 when any has a problem or the window says REWIND or STOP (a
+        WARN is a warning: 0)."""
+        return 0 if self.ok and not (self.window and self.window.status.is_problem) else 1
 
     @property
     def total_lag(self) -> int:
@@ -262,6 +266,7 @@ class VerifyResult:
                 }
                 for v in self.partitions
             ],
+            **({"window": self.window.to_dict()} if self.window is not None else {}),
         }
 
     def to_json(self) -> str:

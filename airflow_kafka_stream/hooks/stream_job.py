@@ -91,8 +91,11 @@ class StreamJobHook(BaseHook):
         # In sync: equal, or (a running job) at a batch it committed while it was looked at (core/verify.py).
         behind = [f"{p['topic']}:{p['partition']} group {p['group_offset']} checkpoint {p['checkpoint_offset']}"
                   for p in report["partitions"] if not p["group_in_sync"]]
+        window = report.get("window") or {}
         return {"in_sync": not behind, "behind": behind, "status": report["status"],
-                "partitions": len(report["partitions"])}
+                "partitions": len(report["partitions"]), "window": window.get("status"),
+                "window_rule": window.get("rule"), "window_findings": [
+                    f"{f['topic']}:{f['partition']} {f['status']} ({f['detail']})" for f in window.get("findings", [])]}
 
     def context(self, group: str | None = None, checkpoint: str | None = None, sink_path: str | None = None,
                 need_kafka: bool = True, sink_kind: str | None = None):

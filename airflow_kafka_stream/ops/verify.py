@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from airflow_kafka_stream.core.durations import parse_duration
+from airflow_kafka_stream.core.lag_window import Clock, Look, bound, evaluate_window, resets_of
 from airflow_kafka_stream.core.verify import Status, VerifyResult
 from airflow_kafka_stream.kafka.control_inputs import verify_job
 from airflow_kafka_stream.ops.context import JobContext
@@ -19,16 +21,45 @@ SNAPSHOT_ATTEMPTS = 3
 SNAPSHOT_RETRY_SECONDS = 0.5
 #: Findings that a group commit on its way causes for a moment.
 GROUP_LAGS = frozenset({Status.GROUP_BEHIND, Status.MISSING_IN_GROUP})
+#: The window Burrow's rules judge the group's recent looks over (core.lag_window), by default.
+DEFAULT_WINDOW = "PT10M"
+
+log = logging.getLogger(__name__)
 
 
-def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: datetime | None = None) -> VerifyResult:
-    """Verify the job's partitions (``_verify_partitions``), with each one's time lag when Kafka answers."""
+def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: datetime | None = None,
+           window: str | timedelta = DEFAULT_WINDOW, record: bool = True) -> VerifyResult:
+    """Observe checkpoint, group and watermarks, evaluate the per-partition rules, then Burrow's window rules
+    (REWIND, STOP, WARN: core.lag_window) over the job home's recent looks and this one.
+
+    With ``record`` this look joins the job home's window (``control/lag-window.json``, bounded); without
+    it (the job page, which writes nothing) the window is judged with this look but not kept. A bare
+    checkpoint (no job home) or a job without a group has no window.
+    """
     now = now or datetime.now(UTC)
-    return with_time_lag(ctx.kafka_config, _verify_partitions(ctx, stall_threshold, now), now)
+    span = parse_duration(window, "window") if isinstance(window, str) else window
+    result = with_time_lag(ctx.kafka_config, _verify_partitions(ctx, stall_threshold, now), now)
+    if ctx.home is None or not result.group:
+        return result
+    return replace(result, window=_judge_window(ctx, result, span, now, record))
 
 
-def _verify_partitions(ctx: JobContext, stall_threshold: str | timedelta = "PT10M",
-                       now: datetime | None = None) -> VerifyResult:
+def _judge_window(ctx: JobContext, result: VerifyResult, span: timedelta, now: datetime, record: bool):
+    home = ctx.home
+    assert home is not None
+    document = home.status_document()
+    look = Look(now, {v.partition: (v.observation.group_offset, v.observation.high) for v in result.partitions},
+                live=bool(document and document.is_live))
+    looks = bound([*(found for found in map(Look.parse, home.lag_window()) if found is not None), look], now, span)
+    if record:
+        try:
+            home.write_lag_window([kept.to_dict() for kept in looks])
+        except OSError as exc:  # a job home this user may only read: judge the window, keep nothing
+            log.warning("cannot keep this look in the window of %s: %s", home.url, exc)
+    return evaluate_window(looks, Clock(now, span, resets_of(home.history())))
+
+
+def _verify_partitions(ctx: JobContext, stall_threshold: str | timedelta, now: datetime) -> VerifyResult:
     """Observe checkpoint, group and watermarks, then evaluate the rules.
 
     STALLED is judged only while the job's heartbeat says it runs: a stopped job
@@ -37,7 +68,6 @@ def _verify_partitions(ctx: JobContext, stall_threshold: str | timedelta = "PT10
     and the job is looked at again, up to SNAPSHOT_ATTEMPTS times, while its
     group looks behind or missing: the last look is reported as it is.
     """
-    now = now or datetime.now(UTC)
     stall_after = (parse_duration(stall_threshold, "stall_threshold") if isinstance(stall_threshold, str)
                    else stall_threshold)
     seeded = unstarted(ctx)

@@ -93,4 +93,17 @@ def verify_text(result: VerifyResult) -> str:
         f"overall: {result.status.value}; {len(result.problems())} of {len(result.partitions)} partitions "
         f"with problems; total lag {result.total_lag}"
     )
-    return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(columns, rows), summary])
+    return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(columns, rows), summary,
+                      *window_lines(result)])
+
+
+def window_lines(result: VerifyResult) -> list[str]:
+    """Burrow's window rules: the window's status and rule, then one line per partition that is not OK."""
+    window = result.window
+    if window is None:
+        return []
+    since = f" since {window.since.isoformat()}" if window.since else ""
+    head = (f"window: {window.status.value}" + (f" ({window.rule})" if window.rule else "")
+            + f"; {window.looks} look(s){since}, window {int(window.window.total_seconds())}s"
+            + ("; a warning, not a failure" if window.status.value == "WARN" else ""))
+    return [head, *(f"  {f.partition} {f.status.value} {f.rule}: {f.detail}" for f in window.findings)]

@@ -50,9 +50,15 @@ class StreamGroupSyncSensor(JobHomeTask, BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         found = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).group_sync()
         self.log.info("job %s: %s", self.job_home, "in sync" if found["in_sync"] else "; ".join(found["behind"]))
+        if found.get("window_findings"):
+            self.log.warning("job %s: the group's window says %s: %s", self.job_home, found["window"],
+                             "; ".join(found["window_findings"]))
         return PokeReturnValue(is_done=found["in_sync"], xcom_value=found if found["in_sync"] else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
             raise JobStateError(f"job {self.job_home}: {event.get('message')}")
+        if event.get("window_findings"):
+            self.log.warning("job %s: the group's window says %s: %s", self.job_home, event.get("window"),
+                             "; ".join(event["window_findings"]))
         return {key: value for key, value in event.items() if key not in ("status", "message")}

@@ -168,6 +168,24 @@ class ControlFiles:
     def write_pins(self, pins: Mapping[str, str]) -> None:
         self.write_control(layout.PINS, dict(pins))
 
+    # -- verify's window of looks at the group, and the lag objective ----------------------------
+    def lag_window(self) -> list[dict[str, Any]]:
+        """``control/lag-window.json``: the group's recent looks (``core.lag_window.Look`` documents), as
+        written; empty when there is none or it is unreadable (the window starts again)."""
+        looks = (self.read_control(layout.LAG_WINDOW) or {}).get("looks")
+        return [look for look in looks if isinstance(look, dict)] if isinstance(looks, list) else []
+
+    def write_lag_window(self, looks: list[Mapping[str, Any]]) -> None:
+        """Replace the window's looks (the caller bounds them: ``core.lag_window.bound``)."""
+        self.write_control(layout.LAG_WINDOW, {"looks": [dict(look) for look in looks]})
+
+    def objective(self) -> dict[str, Any] | None:
+        """``control/objective.json``: the job's lag objective and what its last check saw, None when none."""
+        return self.read_control(layout.OBJECTIVE)
+
+    def write_objective(self, document: Mapping[str, Any]) -> None:
+        self.write_control(layout.OBJECTIVE, document)
+
     # -- the status, written by the control plane only when the driver cannot --------------------
     def mark_driver_killed(self, status: Mapping[str, Any], error: str, now: datetime | None = None) -> dict[str, Any]:
         """Record that the driver of ``status`` was killed and can no longer say how it ended: FAILED with

@@ -18,6 +18,8 @@ Layout (any fsspec URL)::
     <home>/control/launched.json         the last driver a submit launched (a retried submit sees it)
     <home>/control/watchdog.json         the watchdog's memory between runs (core.watchdog.Progress)
     <home>/control/pins.json             savepoints kept out of housekeeping, with the reason
+    <home>/control/lag-window.json       the group's recent looks, verify's window rules judge them (core.lag_window)
+    <home>/control/objective.json        the job's lag objective and what its last check saw (core.objective)
     <home>/control/broken-locks/<token>  tokens of locks broken by ``unlock`` (their holders must not release)
     <home>/submissions/<version>.json    how each version was last submitted (no secret)
     <home>/checkpoints/<NNNN>/           checkpoint generations; the current one is the highest with a record
@@ -48,6 +50,9 @@ STANDBY_GO: Name = (*CONTROL, "standby-go.json")
 LAUNCH_RECORD: Name = (*CONTROL, "launched.json")
 WATCHDOG_MEMORY: Name = (*CONTROL, "watchdog.json")
 PINS: Name = (*CONTROL, "pins.json")
+#: The group's recent looks (verify's window rules) and the lag objective with its last check.
+LAG_WINDOW: Name = (*CONTROL, "lag-window.json")
+OBJECTIVE: Name = (*CONTROL, "objective.json")
 BROKEN_LOCKS: Name = (*CONTROL, "broken-locks")
 
 CHECKPOINTS: Name = ("checkpoints",)
