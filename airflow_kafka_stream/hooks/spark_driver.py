@@ -18,7 +18,51 @@ from typing import Any
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
-from airflow_kafka_stream.ops.spark_submit import SubmitPlan, plan_for, private_properties, start_detached
+from airflow_kafka_stream.ops.spark_submit import (
+    DRIVER_ENV_CONF,
+    SubmitPlan,
+    plan_for,
+    private_properties,
+    start_detached,
+)
+
+
+def otel_env_from_airflow(settings: Mapping[str, Any]) -> dict[str, str]:
+    """Airflow's ``[metrics] otel_*`` settings as the OpenTelemetry variables a driver reads (docs/metrics.md).
+
+    Empty unless ``otel_on``: the driver then exports over OTLP/HTTP where Airflow's own metrics go.
+    """
+    def on(name: str) -> bool:
+        return str(settings.get(name) or "").strip().lower() in ("true", "1", "yes", "on")
+
+    if not on("otel_on"):
+        return {}
+    host = str(settings.get("otel_host") or "localhost").strip()
+    port = str(settings.get("otel_port") or "8889").strip()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"{'https' if on('otel_ssl_active') else 'http'}://{host}:{port}",
+           "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_METRICS_EXPORTER": "otlp"}
+    if str(settings.get("otel_interval_milliseconds") or "").strip():
+        env["OTEL_METRIC_EXPORT_INTERVAL"] = str(settings["otel_interval_milliseconds"]).strip()
+    if str(settings.get("otel_service") or "").strip():
+        env["OTEL_SERVICE_NAME"] = str(settings["otel_service"]).strip()
+    return env
+
+
+def has_own_otel(*sources: Mapping[str, Any] | None) -> bool:
+    """Whether the job sets OpenTelemetry variables of its own (its environment, or Spark settings that give the
+    driver an environment variable, ``spark.yarn.appMasterEnv.OTEL_...``)."""
+    return any(str(key).startswith("OTEL_") or ".OTEL_" in str(key) for source in sources for key in (source or {}))
+
+
+def airflow_otel_settings() -> dict[str, Any]:
+    """Airflow's ``[metrics] otel_*`` settings as configured (none when Airflow's configuration cannot be read)."""
+    from airflow.configuration import conf
+
+    names = ("otel_on", "otel_host", "otel_port", "otel_ssl_active", "otel_interval_milliseconds", "otel_service")
+    try:
+        return {name: conf.get("metrics", name, fallback=None) for name in names}
+    except Exception:  # noqa: BLE001 - a driver without metrics rather than no driver
+        return {}
 
 
 @dataclass
@@ -51,11 +95,15 @@ class AirflowSparkLauncher:
         probe = SparkSubmitHook(conn_id=self.spark_conn_id, deploy_mode=submission.deploy_mode)
         plan = plan_for(submission, master=probe._connection["master"], job_home=self.job_home, kafka=self.kafka,
                         storage_options=self.storage_options, deploy_mode=probe._connection["deploy_mode"])
-        if plan.where.driver_elsewhere:
-            return self._submit_to_cluster(SparkSubmitHook, plan, submission.program, log_path)
         spark = SparkSubmitHook(conn_id=self.spark_conn_id, **plan.hook_kwargs)
+        otel = ({} if has_own_otel(os.environ, spark._env, plan.driver_env, extra_env, submission.spark_conf)
+                else otel_env_from_airflow(airflow_otel_settings()))
+        if plan.where.driver_elsewhere:
+            if otel and plan.where.manager in DRIVER_ENV_CONF:
+                plan.properties.update({DRIVER_ENV_CONF[plan.where.manager].format(k): v for k, v in otel.items()})
+            return self._submit_to_cluster(SparkSubmitHook, plan, submission.program, log_path)
         command = spark._build_spark_submit_command(submission.program)
-        env = {**os.environ, **(spark._env or {}), **plan.driver_env, **(extra_env or {})}
+        env = {**os.environ, **(spark._env or {}), **plan.driver_env, **otel, **(extra_env or {})}
         return start_detached(command, plan, log_path, env)
 
     def master(self) -> str | None:

@@ -90,6 +90,10 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
                         allow_sink_batch_log=self.allow_sink_batch_log)
         self.log.info("reset of %s (%s):\n%s", self.job_home,
                       "executed" if run.executed else "dry run: nothing changed", reset_run_text(run))
+        if run.executed:
+            from airflow_kafka_stream.operators import stream_stats
+
+            stream_stats.incr(stream_stats.RESETS_EXECUTED, ctx.home.spec().get("job"))
         return run.to_dict()
 
 

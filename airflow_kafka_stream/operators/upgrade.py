@@ -35,6 +35,7 @@ from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators import stream_stats
 from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
@@ -101,9 +102,12 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         from airflow_kafka_stream.ops.upgrade import decide_outcome
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        rolled_back = self._pull(context, ROLLBACK_SUBMIT)
+        if rolled_back:
+            stream_stats.incr(stream_stats.UPGRADE_ROLLBACKS, home.spec().get("job"))
         outcome = decide_outcome(home, self.new_version, self._pull(context, STOP), self._pull(context, HEALTH),
-                                 self._pull(context, ROLLBACK_SUBMIT), as_flag(self.rollback, "rollback"),
-                                 standby=self._pull(context, STANDBY))
+                                 rolled_back, as_flag(self.rollback, "rollback"), standby=self._pull(context, STANDBY))
+        stream_stats.upgrade_emitted(home)
         return outcome.to_dict()
 
 

@@ -63,7 +63,12 @@ class StreamWatchdogOperator(BaseOperator):
         launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id or self._recorded_conn(home),
                                         hook.driver_kafka_config(), hook.storage_options())
         # ops.watchdog.watch logs the decision (once: the task log gets that line).
-        return watch(home, kafka, self.policy, launcher).to_dict()
+        result = watch(home, kafka, self.policy, launcher)
+        if result.restarted is not None:
+            from airflow_kafka_stream.operators import stream_stats
+
+            stream_stats.incr(stream_stats.WATCHDOG_RESTARTS, home.spec().get("job"))
+        return result.to_dict()
 
     @staticmethod
     def _recorded_conn(home) -> str:

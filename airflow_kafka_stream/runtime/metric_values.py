@@ -98,7 +98,7 @@ def _positive_millis(env: Mapping[str, str], name: str, default: float) -> float
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise InvalidInputError(f"{name}={text!r} is not a positive number of milliseconds; unset it or give e.g. "
-                                f"{name}=60000", setting=name)
+                                f"{name}=60000")
     return value / 1000.0
 
 
@@ -112,7 +112,7 @@ def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> floa
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise InvalidInputError(f"{name}={text!r} is not a positive number of seconds; unset it or give e.g. "
-                                f"{name}=10", setting=name)
+                                f"{name}=10")
     return value
 
 
@@ -123,7 +123,7 @@ def _port(text: str, name: str) -> int:
         port = -1
     if not 0 <= port <= 65535:
         raise InvalidInputError(f"{name}={text!r} is not a port: give a whole number from 1 to 65535 (0: any free "
-                                "port)", setting=name)
+                                "port)")
     return port
 
 
@@ -138,7 +138,7 @@ def _endpoint(env: Mapping[str, str], name: str) -> str | None:
         parts = urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidInputError(f"{name} must be an http:// or https:// URL of an OTLP receiver, e.g. "
-                                f"http://collector:4318; got a value that is not one", setting=name)
+                                f"http://collector:4318; got a value that is not one")
     return text
 
 
@@ -152,7 +152,7 @@ def resource_attributes(text: str, name: str = "OTEL_RESOURCE_ATTRIBUTES") -> di
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise InvalidInputError(f"{name}: {part.split('=')[0][:40]!r} is not key=value; give e.g. "
-                                    f"{name}=deployment.environment=prod,team=data", setting=name)
+                                    f"{name}=deployment.environment=prod,team=data")
         lowered = key.strip().lower()
         if not is_secret_key(lowered) and not any(marker in lowered for marker in SECRET_ATTRIBUTE_MARKERS):
             attributes[key.strip()] = value.strip()
@@ -183,7 +183,7 @@ def read_settings(env: Mapping[str, str], prometheus_port: int | None = None) ->
         unknown = [e for e in exporters if e not in (OTLP, PROMETHEUS, CONSOLE, NONE)]
         if unknown:
             raise InvalidInputError(f"OTEL_METRICS_EXPORTER names {', '.join(unknown)}; this driver exports to "
-                                    "otlp, prometheus, console or none", setting="OTEL_METRICS_EXPORTER")
+                                    "otlp, prometheus, console or none")
         if NONE in exporters:
             return None
         if port is not None and PROMETHEUS not in exporters:
@@ -196,7 +196,7 @@ def read_settings(env: Mapping[str, str], prometheus_port: int | None = None) ->
                      else "OTEL_EXPORTER_OTLP_PROTOCOL")
     protocol = env.get(protocol_name, "").strip() or "http/protobuf"
     if protocol not in PROTOCOLS:
-        raise InvalidInputError(f"{protocol_name}={protocol!r}: give http/protobuf or grpc", setting=protocol_name)
+        raise InvalidInputError(f"{protocol_name}={protocol!r}: give http/protobuf or grpc")
     timeout_name = ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT" if env.get("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "").strip()
                     else "OTEL_EXPORTER_OTLP_TIMEOUT")
     export_endpoint = endpoint
