@@ -260,7 +260,8 @@ class VerifyResult:
                     "low": v.observation.low,
                     "high": v.observation.high,
                     "lag": v.observation.lag,
-                    "time_lag_seconds": (self.time_lag_seconds or {}).get(v.partition),
+                    **({"time_lag_seconds": self.time_lag_seconds.get(v.partition)}
+                       if self.time_lag_seconds is not None else {}),
                     "status": v.status.value,
                     "detail": v.detail,
                 }

@@ -58,6 +58,8 @@ class HealthLook:
     def __init__(self, home: JobHome, kafka_config: Mapping[str, Any], spec: HealthSpec, timeout: float) -> None:
         self.home, self.kafka_config, self.spec = home, kafka_config, spec
         self.samples: list[LagSample] = []
+        #: The driver's time lag (max seconds, None when it measured none) at each sample: the seconds beside ``lag``.
+        self.time_lags: list[float | None] = []
         self.deadline = time.monotonic() + timeout
 
     def __call__(self) -> dict[str, Any]:
@@ -67,7 +69,9 @@ class HealthLook:
             offsets = document.last_offsets or {}
             self.samples.append(LagSample(now, total_lag(offsets, partition_highs(self.kafka_config, offsets)),
                                           document.batches_this_run or 0))
+            self.time_lags.append(document.time_lag.max_seconds if document.time_lag is not None else None)
         verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
         state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
         return {"status": state, "message": verdict.message, "job": summary(status, now),
-                "lag": [sample.lag for sample in self.samples]}
+                "lag": [sample.lag for sample in self.samples], "time_lag_seconds": list(self.time_lags),
+                "time_lag": document.time_lag.to_dict() if document and document.time_lag is not None else None}

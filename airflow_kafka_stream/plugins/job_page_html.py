@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.plugins.time_lag_plot import seconds_text, time_lag_plot
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1a202c;font-size:14px}
@@ -20,7 +21,7 @@ table{border-collapse:collapse;margin:4px 0 8px} th,td{border:1px solid #cbd5e0;
 th{background:#edf2f7} td.num{text-align:right;font-variant-numeric:tabular-nums}
 .job{border-top:2px solid #2b6cb0;padding-top:4px} .muted{color:#718096} .error{color:#c53030}
 .OK{color:#276749;font-weight:600} .bad{color:#c53030;font-weight:600} .warn{color:#b7791f;font-weight:600}
-svg text{font-size:11px;fill:#4a5568}
+svg text{font-size:11px;fill:#4a5568} .plots{display:flex;flex-wrap:wrap;gap:24px}
 """
 
 #: Partition statuses (verify's) and the job state that are shown as bad.
@@ -92,7 +93,8 @@ def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
     if view.get("partitions") is not None:
         parts.append("<h3>Partitions</h3>" + _partitions(view["partitions"]))
     if "lag_samples" in view:
-        parts.append("<h3>Lag over time</h3>" + lag_plot(view["lag_samples"], tz=clock.tz))
+        parts.append('<h3>Lag over time</h3><div class="plots"><div>' + lag_plot(view["lag_samples"], tz=clock.tz)
+                     + "</div><div>" + time_lag_plot(view.get("time_lag_samples") or [], tz=clock.tz) + "</div></div>")
     if view.get("savepoints") is not None:
         parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"], clock))
     if view.get("history") is not None:
@@ -125,6 +127,8 @@ def _summary(s: dict[str, Any]) -> str:
             ("Consumer group", _cell(s.get("group"))),
             ("Topics", _cell(", ".join(s.get("topics") or []) or None)),
             ("Where batches are read", _cell(s.get("read_placement")))]
+    if s.get("time_lag_seconds") is not None:
+        rows.append(("Time lag (oldest unprocessed record)", _cell(seconds_text(s["time_lag_seconds"]))))
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
     if (s.get("metrics") or {}).get("failing"):
@@ -139,9 +143,10 @@ def _partitions(rows: list[dict[str, Any]]) -> str:
 
     return _table(
         ["Topic", "Partition", "Checkpoint offset", "Group offset", "Low watermark", "High watermark", "Lag",
-         "Verify"],
+         "Time lag", "Verify"],
         ([_cell(r["topic"]), _cell(r["partition"], True), _cell(r["checkpoint_offset"], True),
           _cell(r["group_offset"], True), _cell(r["low"], True), _cell(r["high"], True), _cell(r["lag"], True),
+          _cell(None if r.get("time_lag_seconds") is None else seconds_text(r["time_lag_seconds"]), True),
           f'<td class="{status_css(r["status"])}" title="{escape(r.get("detail") or "")}">{escape(r["status"])}</td>']
          for r in rows), "partitions")
 

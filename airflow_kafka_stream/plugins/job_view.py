@@ -45,6 +45,7 @@ def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[
     view["summary"] = section("summary", lambda: summary(home, now))
     view["partitions"] = section("partitions", lambda: partitions(home, kafka_config))
     view["lag_samples"] = _lag_samples(home) if view["summary"] else []
+    view["time_lag_samples"] = _time_lag_samples(home) if view["summary"] else []
     view["savepoints"] = section("savepoints", lambda: savepoints(home))
     view["history"] = section("history", lambda: history(home))
     return view
@@ -54,6 +55,12 @@ def _lag_samples(home: JobHome) -> list[Any]:
     """The recent lag samples the running job keeps in its status, for the page's plot."""
     status = home.status_document()
     return list(status.lag_samples) if status is not None else []
+
+
+def _time_lag_samples(home: JobHome) -> list[Any]:
+    """The recent time lag measurements ([epoch, max seconds]) the running job keeps, for the seconds plot."""
+    status = home.status_document()
+    return list(status.time_lag_samples) if status is not None else []
 
 
 def _home(url: str, storage_options: dict[str, Any] | None) -> JobHome:
@@ -81,6 +88,7 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
         "topics": status.topics,
         "error": status.error,
         "read_placement": (status.read_placement or {}).get("reason"),
+        "time_lag_seconds": status.time_lag.max_seconds if status.time_lag is not None else None,
         "metrics": status.metrics,
     }
 
@@ -98,6 +106,7 @@ def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, An
         rows.append({"topic": seen.partition.topic, "partition": seen.partition.partition,
                      "checkpoint_offset": seen.checkpoint_offset, "group_offset": seen.group_offset,
                      "low": seen.low, "high": seen.high, "lag": seen.lag,
+                     "time_lag_seconds": (result.time_lag_seconds or {}).get(seen.partition),
                      "status": str(verdict.status), "detail": verdict.detail})
     return rows
 

@@ -20,7 +20,8 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
     """Succeed when the job runs, has committed ``min_batches`` batches, and its lag does not grow for
     ``window_seconds``; fail when it failed, died, never got going, falls behind or consumes nothing.
 
-    XCom: the job's summary and the lag samples.
+    XCom: the job's summary, the lag samples (``lag``, records) with the driver's time lag at each
+    (``time_lag_seconds``, the oldest unprocessed record's age), and its last time lag per partition (``time_lag``).
 
     :param job_home: the job's home directory (path or URL). Templated.
     :param kafka_conn_id: the ``kafka`` connection (watermarks for the lag).
@@ -103,11 +104,13 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
         if event["status"] == "failed":
             raise JobStateError(f"job {self.job_home} is not healthy: {event['message']}")
         done = event["status"] == "success"
-        value = {"job": event.get("job"), "lag": event.get("lag"), "message": event["message"]}
+        value = {"job": event.get("job"), "lag": event.get("lag"), "message": event["message"],
+                 "time_lag_seconds": event.get("time_lag_seconds"), "time_lag": event.get("time_lag")}
         return PokeReturnValue(is_done=done, xcom_value=value if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event.get("status") != "success":
             raise JobStateError(f"job {self.job_home} is not healthy: {event.get('message')}")
         self.log.info("job %s: %s", self.job_home, event.get("message"))
-        return {"job": event.get("job"), "lag": event.get("lag"), "message": event.get("message")}
+        return {"job": event.get("job"), "lag": event.get("lag"), "message": event.get("message"),
+                "time_lag_seconds": event.get("time_lag_seconds"), "time_lag": event.get("time_lag")}
