@@ -23,7 +23,7 @@ def _attributes(keyvalues) -> dict:
 
 
 class OtlpReceiver:
-    def __init__(self, refuse: bool = False) -> None:
+    def __init__(self, refuse: bool = False, port: int = 0) -> None:
         from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
         self.points: list[tuple[str, float, dict, dict]] = []
@@ -59,7 +59,7 @@ class OtlpReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

@@ -33,6 +33,7 @@ from airflow_kafka_stream.runtime.metric_values import (
     batch_figures,
     job_attributes,
     metric_points,
+    partition_lag,
     read_settings,
 )
 
@@ -43,6 +44,11 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_SECONDS = 3.0
 #: The newest savepoint is looked up at most this often (a listing of the job home's savepoints).
 SAVEPOINT_LOOKUP_SECONDS = 60.0
+#: When a batch's progress reports no watermarks (a driver-side read), its partitions' lag in records comes from
+#: one watermark request of the metrics' own, at most this often (and never more than once a collection).
+LAG_LOOK_SECONDS = 5.0
+#: How long that request may take (on the reader's thread, never the job's).
+LAG_LOOK_TIMEOUT_SECONDS = 5.0
 #: The SDK exporters' own loggers: their messages about a failed export become ours, once per interval.
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.metric_exporter",
                     "opentelemetry.exporter.otlp.proto.grpc.exporter",
@@ -233,6 +239,8 @@ class RuntimeMetrics:
     metrics: JobMetrics | None = None
     _metric_batch: BatchFigures | None = None
     _savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
+    _lag_seen: tuple[float, dict | None] = (float("-inf"), None)
+    _metrics_admin = None
 
     def _setup_metrics(self, env: Mapping[str, str] | None = None) -> None:
         """Read the settings (refusing a malformed one, named); nothing starts yet."""
@@ -248,8 +256,35 @@ class RuntimeMetrics:
 
     def _metric_points(self) -> dict[str, list[Point]]:
         age = time.monotonic() - self._last_beat_ok
-        return metric_points(self.status(), self.metrics.attributes, self._metric_batch, age,
-                             self._newest_savepoint(), time.time())
+        batch = self._metric_batch
+        if batch is None or batch.lag_records is None:
+            lag = self._watermark_lag()
+            if lag is not None:
+                batch = (BatchFigures(-1, None, None, lag) if batch is None else
+                         BatchFigures(batch.batch_id, batch.duration_seconds, batch.rows_per_second, lag))
+        return metric_points(self.status(), self.metrics.attributes, batch, age, self._newest_savepoint(),
+                             time.time())
+
+    def _watermark_lag(self) -> dict | None:
+        """Records after the last committed offsets up to the high watermarks now, per partition (cached)."""
+        looked_at, lag = self._lag_seen
+        with self._lock:
+            offsets = self._last_offsets
+        if not offsets or time.monotonic() - looked_at < LAG_LOOK_SECONDS:
+            return lag
+        from airflow_kafka_stream.kafka import metadata
+        from airflow_kafka_stream.kafka.clients import admin_client
+
+        try:
+            if self._metrics_admin is None:
+                self._metrics_admin = admin_client(self.config.client_config())
+            bounds = metadata.watermarks(self.config.client_config(), sorted(offsets), LAG_LOOK_TIMEOUT_SECONDS,
+                                         admin=self._metrics_admin)
+            lag = partition_lag({tp: high for tp, (_low, high) in bounds.items()}, offsets)
+        except Exception as exc:  # noqa: BLE001 - no records lag this time
+            log.debug("metrics: the watermarks could not be read: %s", exc)
+        self._lag_seen = (time.monotonic(), lag)
+        return lag
 
     def _newest_savepoint(self) -> float | None:
         """When the job's newest savepoint was taken (epoch), looked up at most once a minute."""
