@@ -31,9 +31,11 @@ def get_provider_info() -> dict:
             f"{_PACKAGE}.operators.{name}" for name in ("submit", "stop", "savepoints", "upgrade", "verify", "reset",
                                                          "watchdog", "supervisor")]}],
         "sensors": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync"]}],
+            f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync",
+            f"{_PACKAGE}.sensors.lag_objective"]}],
         "triggers": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.triggers.{name}" for name in ("job_state", "health", "group_sync", "standby", "supervisor")]}],
+            f"{_PACKAGE}.triggers.{name}" for name in ("job_state", "health", "group_sync", "standby", "supervisor",
+                                                         "lag_objective")]}],
         "extra-links": [f"{_PACKAGE}.links.job_page.StreamJobPageLink"],
         "config": {_PACKAGE: {"description": "Defaults of this provider's operators.", "options": {
             "executor_environment": _option(
