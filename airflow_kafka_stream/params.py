@@ -38,3 +38,17 @@ def pipeline() -> dict[str, Param]:
         "output_path": Param(_env("STREAM_OUTPUT", "/tmp/airflow-kafka-stream/output/orders"), type="string",
                              minLength=1, title="Output", description="The example pipeline's output directory"),
     }
+
+
+def lag_objective() -> dict[str, Param]:
+    """The watchdog's lag objective check (ops.objective): both null (the default) check the objective an
+    objective sensor recorded in the job home, if any; a zero or negative value is refused."""
+    return {
+        "max_lag_seconds": Param(None, type=["null", "number"], exclusiveMinimum=0, title="Lag objective (s)",
+                                 description="The time lag the job may have at most, in seconds (how old the "
+                                             "oldest record not processed yet is); empty: the recorded objective"),
+        "max_lag_for_seconds": Param(None, type=["null", "number"], exclusiveMinimum=0,
+                                     title="Lag objective: allowed for (s)",
+                                     description="How long the time lag may stay above the objective before the "
+                                                 "watchdog task fails with a breach"),
+    }

@@ -14,7 +14,11 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["airflow-kafka-stream"],
-    params={"job_home": params.job_home()},
+    params={"job_home": params.job_home(), **params.lag_objective()},
 ) as dag:
+    # After its pass the watchdog checks the lag objective once (off while both objective Params are empty and
+    # no objective sensor recorded one): a breach fails the task with the partitions, their lag and trend.
     StreamWatchdogOperator(task_id="watchdog", job_home="{{ params.job_home }}", stuck_after_seconds=600,
-                           max_restarts=3, window_seconds=3600, backoff_seconds=60)
+                           max_restarts=3, window_seconds=3600, backoff_seconds=60,
+                           max_lag_seconds="{{ params.max_lag_seconds }}",
+                           for_seconds="{{ params.max_lag_for_seconds }}")

@@ -33,16 +33,26 @@ class StreamWatchdogOperator(BaseOperator):
     :param kafka_conn_id: the ``kafka`` connection (lag, and the restarted driver's settings).
     :param spark_conn_id: the ``spark`` connection the driver is restarted through (default: the recorded one).
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param max_lag_seconds: the job's lag objective, checked once after the watchdog's pass: the time lag the
+        job may have at most (seconds, above 0). A breach (above it for ``for_seconds``, across runs) fails the
+        task with the partitions, their lag and trend (ops.objective). None: the objective recorded in the job
+        home by an objective sensor, if any. Templated.
+    :param for_seconds: how long the time lag may stay above ``max_lag_seconds`` (seconds, above 0). Templated.
     """
 
-    template_fields: Sequence[str] = ("job_home",)
+    template_fields: Sequence[str] = ("job_home", "max_lag_seconds", "for_seconds")
     operator_extra_links = (StreamJobPageLink(),)
 
     def __init__(self, *, job_home: str, stuck_after_seconds: float = 600.0, max_restarts: int = 3,
                  window_seconds: float = 3600.0, backoff_seconds: float = 30.0, max_heartbeat_age: float = 30.0,
                  kafka_conn_id: str = "kafka_default", spark_conn_id: str | None = None,
-                 storage_conn_id: str | None = None, **kwargs: Any) -> None:
+                 storage_conn_id: str | None = None, max_lag_seconds: float | str | None = None,
+                 for_seconds: float | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        from airflow_kafka_stream.operators.objective_check import refuse_bad_objective
+
+        refuse_bad_objective(max_lag_seconds, for_seconds)
+        self.max_lag_seconds, self.for_seconds = max_lag_seconds, for_seconds
         try:
             self.policy = Policy(stuck_after_seconds, max_restarts, window_seconds, backoff_seconds, max_heartbeat_age)
         except ValueError as exc:
@@ -68,6 +78,9 @@ class StreamWatchdogOperator(BaseOperator):
             from airflow_kafka_stream.operators import stream_stats
 
             stream_stats.incr(stream_stats.WATCHDOG_RESTARTS, home.spec().get("job"))
+        from airflow_kafka_stream.operators.objective_check import check_objective
+
+        check_objective(self, context, home, result.to_dict())
         return result.to_dict()
 
     @staticmethod

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.plugins.objective_html import objective_limit, objective_section
 from airflow_kafka_stream.plugins.time_lag_plot import seconds_text, time_lag_plot
 
 STYLE = """
@@ -94,7 +95,9 @@ def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
         parts.append("<h3>Partitions</h3>" + _partitions(view["partitions"]))
     if "lag_samples" in view:
         parts.append('<h3>Lag over time</h3><div class="plots"><div>' + lag_plot(view["lag_samples"], tz=clock.tz)
-                     + "</div><div>" + time_lag_plot(view.get("time_lag_samples") or [], tz=clock.tz) + "</div></div>")
+                     + "</div><div>" + time_lag_plot(view.get("time_lag_samples") or [], tz=clock.tz,
+                                                     limit=objective_limit(view.get("objective")))
+                     + "</div></div>" + objective_section(view.get("objective"), clock))
     if view.get("savepoints") is not None:
         parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"], clock))
     if view.get("history") is not None:

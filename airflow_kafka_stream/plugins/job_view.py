@@ -46,6 +46,7 @@ def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[
     view["partitions"] = section("partitions", lambda: partitions(home, kafka_config))
     view["lag_samples"] = _lag_samples(home) if view["summary"] else []
     view["time_lag_samples"] = _time_lag_samples(home) if view["summary"] else []
+    view["objective"] = section("objective", lambda: objective(home))
     view["savepoints"] = section("savepoints", lambda: savepoints(home))
     view["history"] = section("history", lambda: history(home))
     return view
@@ -61,6 +62,16 @@ def _time_lag_samples(home: JobHome) -> list[Any]:
     """The recent time lag measurements ([epoch, max seconds]) the running job keeps, for the seconds plot."""
     status = home.status_document()
     return list(status.time_lag_samples) if status is not None else []
+
+
+def objective(home: JobHome) -> dict[str, Any] | None:
+    """The lag objective recorded in the job home, its last check and the breaches (ops.objective)."""
+    from airflow_kafka_stream.ops.objective import breaches, recorded_objective
+
+    found = recorded_objective(home)
+    if found is None:
+        return None
+    return {**found.to_dict(), "last_check": (home.objective() or {}).get("last_check"), "breaches": breaches(home)}
 
 
 def _home(url: str, storage_options: dict[str, Any] | None) -> JobHome:

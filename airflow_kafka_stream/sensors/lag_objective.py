@@ -13,11 +13,9 @@ from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators.objective_check import UNSET, refuse_bad_objective
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.lag_objective import StreamLagObjectiveTrigger
-
-#: Rendered values that mean "not given": the objective recorded in the job home applies.
-UNSET = (None, "", "None", "null")
 
 
 @refusals_name_parameters
@@ -48,9 +46,7 @@ class StreamLagObjectiveSensor(JobHomeTask, BaseSensorOperator):
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not any(isinstance(value, str) for value in (max_lag_seconds, for_seconds)) and not (
-                max_lag_seconds is None and for_seconds is None):
-            LagObjective.of(max_lag_seconds, for_seconds)  # refused here, naming the parameter
+        refuse_bad_objective(max_lag_seconds, for_seconds)  # refused here, naming the parameter
         self.job_home = job_home
         self.max_lag_seconds = max_lag_seconds
         self.for_seconds = for_seconds
@@ -104,6 +100,8 @@ class StreamLagObjectiveSensor(JobHomeTask, BaseSensorOperator):
         return PokeReturnValue(is_done=done, xcom_value=event.get("check") if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any] | None:
+        if event.get("status") == "timeout" and self.soft_fail:  # still above, not yet a breach: skipped
+            raise AirflowSkipException(f"job {self.job_home}: {event.get('message')}")
         outcome = self._outcome(event)
         if not outcome.is_done:
             raise JobStateError(f"job {self.job_home}: {event.get('message')}")

@@ -150,3 +150,23 @@ def test_the_trigger_serializes_every_argument():
     path, kwargs = trigger.serialize()
     assert path == "airflow_kafka_stream.triggers.lag_objective.StreamLagObjectiveTrigger"
     assert StreamLagObjectiveTrigger(**kwargs).serialize() == (path, kwargs)
+
+
+def test_the_job_page_shows_the_objective_and_its_breaches(home):
+    from airflow_kafka_stream.plugins.job_page_html import Clock, job_section
+    from airflow_kafka_stream.plugins.job_view import objective
+
+    assert objective(home) is None
+    record_objective(home, OBJECTIVE)
+    write_status(home, [200.0])
+    start = datetime.now(UTC)
+    look_objective(home, OBJECTIVE, now=start)
+    look_objective(home, OBJECTIVE, now=start + timedelta(seconds=61))
+    shown = objective(home)
+    assert shown["max_lag_seconds"] == 120.0 and shown["last_check"]["verdict"] == "breach"
+    view = {"job_home": home.url, "errors": {}, "lag_samples": [], "objective": shown,
+            "time_lag_samples": [[start.timestamp(), 50.0], [start.timestamp() + 60, 200.0]]}
+    html = job_section(view, Clock(UTC, start + timedelta(seconds=90)))
+    assert "Lag objective: time lag at most <b>120 s</b>" in html and 'class="breach"' in html
+    assert 'class="limit"' in html, "the seconds plot draws the objective as its limit line"
+    assert "orders:0 200s" in html
