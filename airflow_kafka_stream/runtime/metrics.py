@@ -80,11 +80,11 @@ class ExportHealth(logging.Filter):
                 log.info("metrics export to %s works again", self.where)
             self.failing, self._message = False, None
             return
-        self.last_error = _without_userinfo(error or self._message or "the export failed")[:300]
+        cause = _without_userinfo(error or self._message or "the export failed")
+        self.last_error = f"{self.where}: {cause}"[:300]
         self._message = None
         self.failing = True
-        log.warning("metrics export to %s failed (dropped; the job is not affected): %s", self.where,
-                    self.last_error)
+        log.warning("metrics export to %s failed (dropped; the job is not affected): %s", self.where, cause)
 
 
 def _observed(base: type, health: ExportHealth) -> type:
@@ -123,9 +123,19 @@ class JobMetrics:
         self.health = ExportHealth(_without_userinfo(where)) if OTLP in settings.exporters else None
 
     def start(self) -> None:
-        """Make the readers (the OTLP one starts the SDK's export thread) and register the instruments."""
+        """Make the readers (the OTLP one starts the SDK's export thread) and register the instruments.
+
+        A failure here (an exporter package missing, say) is logged and shown in the status: the job runs on.
+        """
         if self._provider is not None:
             return
+        try:
+            self._start()
+        except Exception as exc:  # noqa: BLE001 - metrics must never stop the job
+            self._start_error = f"the metrics export could not start: {type(exc).__name__}: {exc}"[:300]
+            log.error("metrics: %s", self._start_error)
+
+    def _start(self) -> None:
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.resources import Resource
 
