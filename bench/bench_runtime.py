@@ -5,7 +5,9 @@ chosen for ~60 batches) reads the same topic twice per round: bare, and under
 :class:`StreamRuntime`. Rounds alternate which of the two runs first, so drift on a shared
 machine hits both; the fastest run of each kind is compared (run-to-run noise here is about
 ±0.5 s of 20 s, more than the runtime's cost). Prints ``runtime_overhead: <fraction>``
-(time with the runtime / time bare - 1).
+(time with the runtime / time bare - 1), and ``runtime_overhead_with_metrics``: the same runtime run with
+the OpenTelemetry export on (OTLP/HTTP every second to a receiver in this process, ``tests/otlp_receiver.py``)
+and the time lag measured (which the runtime always does), against the same bare runs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +27,8 @@ RECORDS = int(os.environ.get("BENCH_RUNTIME_RECORDS", "300000"))
 PARTITIONS = 4
 BATCHES = 60
 ROUNDS = int(os.environ.get("BENCH_RUNTIME_ROUNDS", "3"))
+#: The export interval of the run with metrics: far more often than the SDK's 60 s, so the run pays for ~20 exports.
+EXPORT_INTERVAL_MS = "1000"
 
 
 def fill_topic(bootstrap: str, topic: str) -> None:
@@ -78,6 +83,21 @@ def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: st
     return elapsed
 
 
+@contextmanager
+def metrics_on(endpoint: str):
+    """OpenTelemetry's own variables for the runtime's export, set for one run."""
+    saved = {name: os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_METRIC_EXPORT_INTERVAL")}
+    os.environ.update(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_METRIC_EXPORT_INTERVAL=EXPORT_INTERVAL_MS)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     from airflow_kafka_stream.devstack.broker import existing_or_local_broker
@@ -85,8 +105,10 @@ def main() -> int:
     bootstrap, broker = existing_or_local_broker()
     from airflow_kafka_stream.runtime.session import local_session
     from tests.kafka_utils import unique
+    from tests.otlp_receiver import OtlpReceiver
 
     spark = None
+    receiver = OtlpReceiver()
     try:
         topic = unique("bench-runtime")
         fill_topic(bootstrap, topic)
@@ -94,15 +116,26 @@ def main() -> int:
         per_trigger = RECORDS // BATCHES
         with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
             bare_run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup")
-            bare, managed = [], []
+            bare, managed, measured = [], [], []
+
+            def with_metrics(*args) -> float:
+                with metrics_on(receiver.endpoint):
+                    return runtime_run(*args)
+
             for number in range(ROUNDS):
                 # Which kind runs first alternates too: later runs in a JVM drift, and the order must not decide.
-                runs = [(bare, bare_run, "bare"), (managed, runtime_run, "runtime")]
+                runs = [(bare, bare_run, "bare"), (managed, runtime_run, "runtime"),
+                        (measured, with_metrics, "metrics")]
                 for times, run, kind in runs if number % 2 == 0 else reversed(runs):
                     times.append(run(spark, bootstrap, topic, per_trigger, f"{tmp}/{kind}{number}"))
+        if not receiver.requests:
+            raise SystemExit("the runs with metrics exported nothing")
+        print(f"# {receiver.requests} exports received", file=sys.stderr)
         print(f"runtime_overhead: {min(managed) / min(bare) - 1:.4f}", flush=True)
+        print(f"runtime_overhead_with_metrics: {min(measured) / min(bare) - 1:.4f}", flush=True)
         return 0
     finally:
+        receiver.close()
         if spark is not None:
             spark.stop()
         if broker is not None:
