@@ -140,13 +140,15 @@ class Finding:
 Rule = Callable[[Track, Clock], Finding | None]
 
 
-# 1. REWIND: the group's offset moved backwards and has not come back, with no reset or restore recorded
-#    between the look that last saw it move forward to there and the look that saw it move back.
+# 1. REWIND: the group's offset moved backwards and no later look saw it back where it was, with no reset or
+#    restore recorded between the look that last saw it move forward to there and the look that saw it move back.
 def rewound(track: Track, clock: Clock) -> Finding | None:
     points, newest = track.points, track.points[-1] if track.points else None
     for index, (before, after) in enumerate(pairwise(points)):
-        if after.offset >= before.offset or newest is None or newest.offset >= before.offset:
+        if after.offset >= before.offset or newest is None:
             continue
+        if any(later.offset >= before.offset for later in points[index + 2:]):
+            continue  # it came back (a later move down is judged on its own)
         since = track.stood_since(index)
         after_time = points[since - 1].at if since > 0 else points[0].at - clock.window
         if any(started <= after.at and finished > after_time for started, finished in clock.resets):
