@@ -23,6 +23,7 @@ from airflow_kafka_stream.ops.verify import verify
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.cli_helpers import cli, commit_group, make_job
+from tests.integration.test_airflow_upgrade import example_dag
 from tests.integration.test_exactly_once import PARTITIONS, Pipeline, events
 from tests.kafka_utils import create_topic, produce, unique, watermarks
 
@@ -152,6 +153,14 @@ def test_a_throttled_job_warns_breaches_its_objective_and_stops_when_frozen(kafk
                        for p in record["after"]["partitions"])
             assert f"{topic}:" in record["error"] and "breached" in record["error"]
 
+            # The watchdog DAG checks the same objective after its pass (the job runs: nothing to restart); the
+            # breach goes on (the sensor's memory), so the watchdog task fails, its XCom saying what it did.
+            watched = run_dag("stream_watchdog", path=example_dag("stream_watchdog"),
+                              conf={"job_home": home, "max_lag_seconds": 3, "max_lag_for_seconds": 4})
+            assert watched.tasks == {"watchdog": "failed"}, pipeline.log_tail()
+            assert watched.xcom("watchdog")["action"] == "nothing"
+            assert sum(r["operation"] == "objective-breach" for r in JobHome(home).history()) == 2
+
             # 4. The driver frozen while records keep arriving: no commit for longer than the window.
             status = pipeline.status()
             frozen = [pid for pid in (status.get("pid"), status.get("jvm_pid")) if pid]
@@ -172,3 +181,14 @@ def test_a_throttled_job_warns_breaches_its_objective_and_stops_when_frozen(kafk
             except ProcessLookupError:
                 pass
         pipeline.kill()
+
+
+def test_the_watchdog_dag_refuses_a_zero_or_negative_objective(airflow_db):
+    from airflow.sdk.definitions.param import ParamValidationError
+
+    from tests.airflow_helpers import load_dag
+
+    dag = load_dag(example_dag("stream_watchdog"), "stream_watchdog")
+    for conf in ({"max_lag_seconds": 0}, {"max_lag_for_seconds": -5}, {"max_lag_seconds": "soon"}):
+        with pytest.raises(ParamValidationError):
+            dag.test(run_conf={"job_home": "/tmp/nowhere", **conf}, logical_date=None)
