@@ -276,25 +276,27 @@ class RuntimeMetrics:
                              time.time())
 
     def _watermark_lag(self) -> dict | None:
-        """Records after the last committed offsets up to the high watermarks now, per partition (cached)."""
-        looked_at, lag = self._lag_seen
+        """Records after the last committed offsets up to the high watermarks, per partition: the watermarks are
+        looked up at most every :data:`LAG_LOOK_SECONDS` (a newer batch is measured against the last ones)."""
+        looked_at, highs = self._lag_seen
         with self._lock:
             offsets = self._last_offsets
-        if not offsets or time.monotonic() - looked_at < LAG_LOOK_SECONDS:
-            return lag
-        from airflow_kafka_stream.kafka import metadata
-        from airflow_kafka_stream.kafka.clients import admin_client
+        if not offsets:
+            return None
+        if highs is None or time.monotonic() - looked_at >= LAG_LOOK_SECONDS or not set(offsets) <= set(highs):
+            from airflow_kafka_stream.kafka import metadata
+            from airflow_kafka_stream.kafka.clients import admin_client
 
-        try:
-            if self._metrics_admin is None:
-                self._metrics_admin = admin_client(self.config.client_config())
-            bounds = metadata.watermarks(self.config.client_config(), sorted(offsets), LAG_LOOK_TIMEOUT_SECONDS,
-                                         admin=self._metrics_admin)
-            lag = partition_lag({tp: high for tp, (_low, high) in bounds.items()}, offsets)
-        except Exception as exc:  # noqa: BLE001 - no records lag this time
-            log.debug("metrics: the watermarks could not be read: %s", exc)
-        self._lag_seen = (time.monotonic(), lag)
-        return lag
+            try:
+                if self._metrics_admin is None:
+                    self._metrics_admin = admin_client(self.config.client_config())
+                bounds = metadata.watermarks(self.config.client_config(), sorted(offsets), LAG_LOOK_TIMEOUT_SECONDS,
+                                             admin=self._metrics_admin)
+                highs = {tp: high for tp, (_low, high) in bounds.items()}
+            except Exception as exc:  # noqa: BLE001 - the last watermarks (if any) serve this time
+                log.debug("metrics: the watermarks could not be read: %s", exc)
+            self._lag_seen = (time.monotonic(), highs)
+        return partition_lag(highs, offsets)
 
     def _newest_savepoint(self) -> float | None:
         """When the job's newest savepoint was taken (epoch), looked up at most once a minute."""

@@ -1,0 +1,142 @@
+"""The driver's metrics through OpenTelemetry, from the example pipeline run as a real driver process.
+
+An OTLP/HTTP receiver in the test (``tests/otlp_receiver.py``, decoding ``ExportMetricsServiceRequest``
+with opentelemetry-proto) gets the job's metrics with their names, attributes and values; the Prometheus
+endpoint serves the same names; nothing configured starts nothing; a malformed setting is refused at
+start, named; an endpoint that refuses connections leaves the job running with ``metrics.failing``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.request
+
+import pytest
+
+from airflow_kafka_stream.runtime.metric_values import METRIC_NAMES
+from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
+from tests.integration.test_exactly_once import PARTITIONS, Pipeline, end_offsets, events, pipelines  # noqa: F401
+from tests.kafka_utils import create_topic, produce, unique
+from tests.otlp_receiver import OtlpReceiver
+
+pytestmark = pytest.mark.integration
+
+SECRET = "m3tr1c-" + "Vq7Xk2"
+RESOURCE_SECRET = "hunter" + "2-res"
+
+
+def driver_env(**more: str) -> dict[str, str]:
+    """The test's environment without any OTEL_* of its own, the client settings with an unused secret, and ``more``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT"}
+    env[CLIENT_CONFIG_ENV] = json.dumps({"sasl.username": "svc-metrics", "sasl.password": SECRET})
+    return {**env, **more}
+
+
+def start(tmp_path, kafka_bootstrap, pipelines, env, *extra, records: int = 60):  # noqa: F811 - the fixture
+    topic = create_topic(kafka_bootstrap, unique("metrics"), PARTITIONS)
+    produce(kafka_bootstrap, topic, events(0, records))
+    produce(kafka_bootstrap, topic, [("pill", "this is not json")], partition=0)
+    run = Pipeline(tmp_path, kafka_bootstrap, topic, unique("metrics-group"), "--max-offsets-per-trigger", "20",
+                   "--app-version", "7", *extra, env=env)
+    pipelines.append(run)
+    return run, topic
+
+
+def test_otlp_and_prometheus_export_the_jobs_metrics_without_secrets(kafka_bootstrap, tmp_path, pipelines):  # noqa: F811
+    receiver = OtlpReceiver()
+    try:
+        env = driver_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_METRIC_EXPORT_INTERVAL="500",
+                         OTEL_RESOURCE_ATTRIBUTES=f"team=data,db.password={RESOURCE_SECRET}",
+                         AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT="0", OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1")
+        run, topic = start(tmp_path, kafka_bootstrap, pipelines, env)
+        run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
+        run.wait_for(lambda: run.status().get("dead_letters") == 1, "the poison pill to be counted")
+        last_batch = run.status()["last_batch_id"]
+        job = {"job": "home", "app_version": "7"}
+
+        def value(name: str, **attrs) -> float | None:
+            return receiver.latest().get((f"airflow_kafka_stream.{name}", tuple(sorted({**job, **attrs}.items()))))
+
+        run.wait_for(lambda: value("batch.last_committed") == last_batch and value("dead_letters") == 1
+                     and value("lag.seconds", topic=topic, partition=0) is not None,
+                     "the receiver to get the last batch, the dead letter and the time lag", timeout=90)
+        assert value("up") == 1.0 and value("state") == 2.0, "running: up, state 2"
+        assert value("group_commits", outcome="succeeded") >= 1 and value("group_commits", outcome="failed") == 0
+        assert 0 <= value("heartbeat.age") < 10
+        assert value("batch.duration") > 0 and value("batch.rows_per_second") >= 0
+        # Caught up: nothing waits (the watermarks of driver-side reads are looked up at most every 5 s).
+        run.wait_for(lambda: all(value("lag.records", topic=topic, partition=p) == 0 for p in range(PARTITIONS))
+                     and all(value("lag.seconds", topic=topic, partition=p) == 0 for p in range(PARTITIONS)),
+                     "no lag in records or seconds on every partition", timeout=30)
+        assert set(METRIC_NAMES) - {"airflow_kafka_stream.savepoint.age"} <= receiver.names() | {
+            "airflow_kafka_stream.batch.delay"}, "every metric but those without a value yet"
+
+        # No secret in any attribute, the job's or the resource's.
+        with receiver.lock:
+            attributes = [json.dumps([attrs, resource]) for _n, _v, attrs, resource in receiver.points]
+        assert not [a for a in attributes if SECRET in a or RESOURCE_SECRET in a or "password" in a]
+        assert '"team": "data"' in attributes[0]
+
+        # The Prometheus endpoint serves the same names (dots as underscores, Prometheus's unit suffixes).
+        metrics = run.status()["metrics"]
+        assert metrics["exporters"] == ["otlp", "prometheus"] and metrics["failing"] is False, metrics
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics['prometheus_port']}/metrics", timeout=10).read()
+        served = {line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")}
+        for name in receiver.names():
+            base = name.replace(".", "_")
+            assert {base, f"{base}_total", f"{base}_seconds"} & served, f"{name} not served: {sorted(served)}"
+        assert SECRET.encode() not in text and RESOURCE_SECRET.encode() not in text
+
+        run.request_stop()
+        assert run.wait_exit() == 0, run.log_tail()
+        assert value("up") == 0.0 and value("state") == 0.0, "the last export says it stopped"
+    finally:
+        receiver.close()
+
+
+def test_nothing_configured_starts_no_exporter_and_sends_nothing(kafka_bootstrap, tmp_path, pipelines):  # noqa: F811
+    try:  # where the SDK's OTLP exporter sends by default: an exporter started by mistake would show here
+        receiver = OtlpReceiver(port=4318)
+    except OSError:
+        pytest.skip("port 4318 is taken on this machine")
+    try:
+        run, topic = start(tmp_path, kafka_bootstrap, pipelines, driver_env(OTEL_METRIC_EXPORT_INTERVAL="200"),
+                           "--available-now", records=20)
+        assert run.wait_exit() == 0, run.log_tail()
+        assert run.status()["state"] == "STOPPED"
+        assert run.status()["metrics"] is None, "metrics off: none in the status"
+        assert receiver.requests == 0
+        assert "metrics: exporting" not in run.log_tail()
+    finally:
+        receiver.close()
+
+
+def test_malformed_interval_is_refused_at_start_naming_it(kafka_bootstrap, tmp_path, pipelines):  # noqa: F811
+    env = driver_env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318", OTEL_METRIC_EXPORT_INTERVAL="every minute")
+    run, _topic = start(tmp_path, kafka_bootstrap, pipelines, env, records=5)
+    assert run.wait_exit() != 0
+    assert "InvalidInputError: OTEL_METRIC_EXPORT_INTERVAL='every minute'" in run.log_tail(), run.log_tail()
+    assert run.status() == {}, "refused before it took the job: no status written"
+
+
+def test_a_refusing_endpoint_leaves_the_job_running_and_says_metrics_fail(kafka_bootstrap, tmp_path,
+                                                                          pipelines):  # noqa: F811
+    with socket.socket() as probe:  # a port nobody listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = driver_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", OTEL_METRIC_EXPORT_INTERVAL="500",
+                     OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    run, topic = start(tmp_path, kafka_bootstrap, pipelines, env)
+    run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
+    failing = run.wait_for(lambda: (run.status().get("metrics") or {}).get("failing") and run.status()["metrics"],
+                           "metrics.failing in the status", timeout=60)
+    assert failing["last_error"] and failing["exporters"] == ["otlp"], failing
+    # The job goes on: new records are processed while every export fails.
+    produce(kafka_bootstrap, topic, events(100, 30))
+    run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
+    assert run.status()["state"] == "RUNNING"
+    assert run.log_tail().count("metrics export to") >= 1
+    run.request_stop()
+    assert run.wait_exit(60) == 0, run.log_tail()
