@@ -2,7 +2,9 @@
 falls to 0 when it has caught up and stays 0 while nothing new arrives (an idle job has no lag, however long
 ago the last record came); verify measures the same from the checkpoint; the Kafka read takes the first
 record at or after an offset that holds a transaction marker. Real broker, real Spark (markers: the mock
-cluster, as in test_transaction_markers.py)."""
+cluster, as in test_transaction_markers.py).
+
+Named apart from tests/unit/test_time_lag.py: the test directories are no packages, so basenames must differ."""
 
 from __future__ import annotations
 
