@@ -142,9 +142,13 @@ def at_commits(samples: Sequence[LagSample]) -> list[LagSample]:
 
 
 def _idle(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
-    """Running and caught up for a whole window with nothing to read: no batch can prove more."""
-    if samples and (samples[-1].at - samples[0].at).total_seconds() >= max(spec.window_seconds, 1.0) and all(
-            sample.lag == 0 for sample in samples):
+    """Running and caught up for the last whole window with nothing to read: no batch can prove more.
+
+    The samples before that window may have had lag (the input stopped after the job read it): a job that
+    caught up and stayed caught up is healthy however its window began.
+    """
+    caught_up = list(itertools.takewhile(lambda sample: sample.lag == 0, reversed(samples)))
+    if caught_up and (caught_up[0].at - caught_up[-1].at).total_seconds() >= max(spec.window_seconds, 1.0):
         return Verdict(Outcome.SUCCESS, f"healthy: RUNNING and caught up (lag 0) for "
                                         f"{spec.window_seconds:.0f}s; no input arrived to commit batches on")
     return None

@@ -67,6 +67,12 @@ CASES = [
      "is over"),
     ("idle-before-first-batch", status(batches=0), samples((0, 0, 0), (30, 0, 0)), False, Outcome.SUCCESS,
      "caught up", "no input for a whole window: a healthy job has no batch to commit"),
+    ("caught-up-after-the-input-stopped", status(batches=2), samples((0, 40, 1), (5, 0, 2), (20, 0, 2), (36, 0, 2)),
+     False, Outcome.SUCCESS, "caught up", "it read what arrived and stayed at lag 0 for a whole window: fewer than "
+     "three commits cannot be judged for a trend, and need not be (found by the CLI demo: it waited out the "
+     "whole deadline)"),
+    ("caught-up-for-less-than-a-window", status(batches=2), samples((0, 40, 1), (20, 0, 2), (36, 0, 2)), False,
+     Outcome.WAITING, "watching", "lag 0 for 16 s of a 30 s window: not yet"),
     ("small-growth-tolerated", status(), samples((0, 2, 3), (15, 4, 4), (30, 5, 5)), False, Outcome.SUCCESS,
      "healthy",
      "within lag_tolerance=10, jitter of a busy topic is not growth"),
