@@ -1,10 +1,12 @@
 """The end-to-end demo behind `scripts/demo`.
 
 Starts the embedded broker, produces sample JSON events (and two poison pills),
-runs the example pipeline as a separate Spark driver process under the job
-runtime, waits until it has consumed everything, prints what was consumed and
-the checkpoint's position, verifies the group against the checkpoint, then
-stops the job gracefully with a savepoint. Everything lives under `.demo/`.
+then operates the example pipeline from a terminal, with the command line alone:
+``submit`` version 1 (a detached spark-submit driver), ``upgrade`` to version 2
+(warm standby, savepoint, go, health gate), ``verify``, ``stop --savepoint``, a
+reset dry run and the ``history``. The summary counts what was produced and what
+the pipeline wrote: records lost and duplicated are counted, not assumed.
+Every command's output goes to `.demo/demo.log`; everything lives under `.demo/`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,12 +51,10 @@ def _produce(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
     producer.flush(60)
 
 
-def _wait_consumed(home, expected_total: int, timeout: float, proc: subprocess.Popen) -> dict:
+def _wait_consumed(home, expected_total: int, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     status: dict = {}
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the pipeline exited early with code {proc.returncode}; see its log above")
         status = home.status() or {}
         document = home.status_document()
         offsets = (document.last_offsets if document else None) or {}
@@ -64,6 +65,29 @@ def _wait_consumed(home, expected_total: int, timeout: float, proc: subprocess.P
     raise SystemExit(f"the pipeline did not consume {expected_total} records within {timeout}s: {status}")
 
 
+def _trickle(bootstrap: str, records: list[tuple[bytes, bytes]], per_step: int = 20) -> None:
+    for start in range(0, len(records), per_step):
+        _produce(bootstrap, records[start:start + per_step])
+        time.sleep(0.5)
+
+
+class Terminal:
+    """Runs ``airflow-kafka-stream`` as a person at a terminal would; its output goes to the demo's log."""
+
+    def __init__(self, work: Path, env: dict[str, str]):
+        self.log, self.env, self.rows = work / "demo.log", env, []
+        self.program = str(Path(sys.executable).with_name("airflow-kafka-stream"))
+
+    def run(self, what: str, *args: str) -> tuple[int, str]:
+        started = time.monotonic()
+        done = subprocess.run([self.program, *args], env=self.env, capture_output=True, text=True)
+        with open(self.log, "a", encoding="utf-8") as log:
+            log.write(f"\n===== airflow-kafka-stream {' '.join(args)}\n{done.stdout}{done.stderr}")
+        mark = "ok" if done.returncode == 0 else f"exit {done.returncode} (see {self.log})"
+        print(f"  {args[0]:<11} {what:<58} {mark} ({time.monotonic() - started:.0f}s)", flush=True)
+        return done.returncode, done.stdout
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=3000)
@@ -71,72 +95,67 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from airflow_kafka_stream.devstack.broker import start_local_broker
-    from airflow_kafka_stream.ops import inspect, reset, stop, verify
-    from airflow_kafka_stream.ops.context import build_context
-    from airflow_kafka_stream.render.checkpoint import position_text, verify_text
-    from airflow_kafka_stream.render.job import stop_text
-    from airflow_kafka_stream.render.reset import plan_text
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     work = Path(args.workdir).resolve()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     home_dir, output = work / "home", work / "output"
+    bin_dir = str(Path(sys.executable).parent)
     # The driver's Spark UI and RPC listen on loopback only (see docs/development.md).
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **LOOPBACK_ENV)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ.get('PATH', '')}", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable, **LOOPBACK_ENV)
 
     with start_local_broker() as broker:
         bootstrap = broker.bootstrap_servers
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})  # must outlive its futures
         for fut in admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)]).values():
             fut.result(30)
+        del admin  # else it reports the broker's shutdown under the summary
         records = _events(args.events) + [(b"bad", b"{not json"), (b"bad", b"\x00\x01 binary")]
-        _produce(bootstrap, records)
-        print(f"== broker {bootstrap}: produced {len(records)} records ({args.events} events, 2 poison pills) "
-              f"to {TOPIC} ({PARTITIONS} partitions)")
+        _produce(bootstrap, records[: len(records) // 2])
+        print(f"airflow-kafka-stream demo from a terminal: Spark local[2], Kafka broker at {bootstrap}\n"
+              f"  (every command's output: {work / 'demo.log'}; drivers' logs: {home_dir / 'logs'})\n")
+        config = work / "client.properties"  # where a real job's secrets would be: never in arguments
+        config.write_text(f"bootstrap.servers={bootstrap}\n")
+        job = ("--job-home", str(home_dir), "--command-config", str(config))
+        cli = Terminal(work, env)
+        code, _ = cli.run("version 1: a detached driver, RUNNING", "submit", *job, "--app-version", "1",
+                          "--topic", TOPIC, "--group", GROUP, "--output", str(output), "--master", "local[2]")
+        home = JobHome(str(home_dir))
+        # The rest arrives while the job is upgraded, 20 records every half second: the new version's health
+        # gate sees it consume, and the summary shows that nothing was lost or written twice across the handover.
+        feeder = threading.Thread(target=_trickle, args=(bootstrap, records[len(records) // 2:]), daemon=True)
+        feeder.start()
+        if code == 0:
+            code, _ = cli.run("version 1 -> 2: standby, savepoint, go, health gate", "upgrade", *job,
+                              "--app-version", "2", "--health-batches", "1", "--health-window", "5")
+        feeder.join()
+        if code == 0:
+            _wait_consumed(home, len(records), 600)
+        results = [code]
+        for what, command in (("group offsets == checkpoint, per partition", ("verify",)),
+                              ("stop after the running batch, with a savepoint", ("stop", "--savepoint")),
+                              ("dry run to earliest: nothing changes", ("reset", "--to-earliest")),
+                              ("who did what, when", ("history",))):
+            extra = ("--command-config", str(config)) if command[0] in ("verify", "reset") else ()
+            results.append(cli.run(what, *command, "--job-home", str(home_dir), *extra)[0])
+        stopped = home.status() or {}
 
-        cmd = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(home_dir),
-               "--bootstrap", bootstrap, "--topic", TOPIC, "--group", GROUP, "--output", str(output),
-               "--starting-offsets", "earliest", "--job-name", "demo", "--max-offsets-per-trigger", "500",
-               "--trigger-interval", "1 second", "--app-version", "demo-1"]
-        print("== starting the example pipeline:", " ".join(cmd[1:4]), "...")
-        proc = subprocess.Popen(cmd, env=env)
-        try:
-            home = JobHome(str(home_dir))
-            status = _wait_consumed(home, len(records), 600, proc)
-            print(f"== consumed everything: batch {status.get('last_batch_id')}, "
-                  f"dead letters {status.get('dead_letters')}")
+        import pyarrow.dataset as ds
 
-            ctx = build_context(job_home=str(home_dir), bootstrap_servers=bootstrap, group=GROUP)
-            print("\n== checkpoint position")
-            print(position_text(inspect.position(ctx)))
-            print("\n== verify group offsets against the checkpoint")
-            print(verify_text(verify.verify(ctx, stall_threshold="PT10M")))
-
-            print("\n== graceful stop with savepoint")
-            result = stop.stop_job(home, timeout=120, savepoint=True, app_version="demo-1")
-            print(stop_text(result))
-            code = proc.wait(120)
-            print(f"== pipeline exited with code {code}")
-
-            print("\n== what a reset to earliest would do (dry run, nothing changes)")
-            request = reset.ResetRequest("to-earliest")
-            print(plan_text(reset.plan(ctx, request)))
-            print("\n== the job's history")
-            for record in home.history():
-                print(f"{record['started_at'][:19]}  {record['operation']:<16} {record['result']}")
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(60)
-
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(str(output / "events")).num_rows if (output / "events").exists() else 0
-        print(f"\n== sink: {rows} event rows in {output}/events (expected {args.events})")
-        return 0 if code == 0 and rows == args.events else 1
+        ids = ([row["id"] for row in ds.dataset(str(output / "events"), format="parquet", partitioning="hive")
+                .to_table(columns=["id"]).to_pylist()] if (output / "events").exists() else [])
+        lost, duplicated = args.events - len(set(ids)), len(ids) - len(set(ids))
+        print(f"\nrecords produced {len(records)} ({args.events} events, 2 poison pills), events written "
+              f"{len(ids)}, lost {lost}, duplicated {duplicated}")
+        print(f"version now {home.spec().get('version')}; job {stopped.get('state')}; savepoints: "
+              f"{', '.join(sorted(p.name for p in (home_dir / 'savepoints').iterdir())) if (home_dir / 'savepoints').exists() else 'none'}")
+        ok = not any(results) and lost == 0 and duplicated == 0 and stopped.get("state") == "STOPPED"
+        print("demo: OK" if ok else "demo: FAILED")
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":
