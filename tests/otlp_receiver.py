@@ -79,3 +79,20 @@ class OtlpReceiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def serve_in_a_process() -> None:
+    """``python -m tests.otlp_receiver``: serve on a free port, print it, and print the number of requests
+    received when stdin closes. The benchmark runs its receiver so, apart from the driver it measures: in
+    the driver's process, decoding the exports would take the driver's interpreter lock."""
+    import sys
+
+    receiver = OtlpReceiver()
+    print(receiver.server.server_port, flush=True)
+    sys.stdin.read()
+    print(receiver.requests, flush=True)
+    receiver.close()
+
+
+if __name__ == "__main__":
+    serve_in_a_process()
