@@ -89,20 +89,16 @@ class MetricsSettings:
 
 
 def _positive_millis(env: Mapping[str, str], name: str, default: float) -> float:
-    text = env.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidInputError(f"{name}={text!r} is not a positive number of milliseconds; unset it or give e.g. "
-                                f"{name}=60000")
-    return value / 1000.0
+    """A positive number of milliseconds (OpenTelemetry's unit for intervals), as seconds."""
+    return _positive(env, name, default * 1000.0, "milliseconds", "60000") / 1000.0
 
 
 def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    return _positive(env, name, default, "seconds", "10")
+
+
+def _positive(env: Mapping[str, str], name: str, default: float, unit: str, example: str) -> float:
+    """The variable's positive number, ``default`` when it is unset; refused naming it otherwise."""
     text = env.get(name, "").strip()
     if not text:
         return default
@@ -111,8 +107,8 @@ def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> floa
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise InvalidInputError(f"{name}={text!r} is not a positive number of seconds; unset it or give e.g. "
-                                f"{name}=10")
+        raise InvalidInputError(f"{name}={text!r} is not a positive number of {unit}; unset it or give e.g. "
+                                f"{name}={example}")
     return value
 
 
