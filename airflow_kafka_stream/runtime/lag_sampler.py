@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.runtime.paced_thread import PacedThread
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +42,9 @@ class LagSampler:
     def __init__(self, watermarks: Watermarks, on_sample: Callable[[int, int], None], interval: float) -> None:
         self._watermarks = watermarks
         self._on_sample = on_sample
-        self._interval = interval
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closing = False
         self._pending: tuple[int, PartitionOffsets] | None = None
-        self._last_at = float("-inf")
-        self._thread: threading.Thread | None = None
+        self._pacer = PacedThread("lag-sampler", self.sample_pending, interval)
 
     @classmethod
     def for_kafka(cls, client_config: Mapping[str, Any], on_sample: Callable[[int, int], None],
@@ -71,14 +67,11 @@ class LagSampler:
 
     def submit(self, batch_id: int, offsets: PartitionOffsets) -> None:
         """Sample the lag after this batch (replacing a batch not sampled yet); starts the thread once."""
+        if self._pacer.closing:
+            return
         with self._lock:
-            if self._closing:
-                return
             self._pending = (batch_id, dict(offsets))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
-                self._thread.start()
-        self._wake.set()
+        self._pacer.kick()
 
     def sample_pending(self) -> bool:
         """Take one sample of the pending batch now; False when there was none or Kafka did not answer."""
@@ -87,7 +80,7 @@ class LagSampler:
         if pending is None:
             return False
         batch_id, offsets = pending
-        self._last_at = time.monotonic()
+        self._pacer.began()
         try:
             bounds = self._watermarks(sorted(offsets))
         except Exception as exc:  # noqa: BLE001 - a missing sample must never trouble the job
@@ -97,23 +90,4 @@ class LagSampler:
         return True
 
     def close(self) -> None:
-        with self._lock:
-            self._closing = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None:
-            thread.join(REQUEST_TIMEOUT_SECONDS + 1)
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closing:
-                return
-            deadline = self._last_at + self._interval
-            while not self._closing and (remaining := deadline - time.monotonic()) > 0:
-                self._wake.wait(remaining)  # a newer batch replaces the pending one meanwhile
-                self._wake.clear()
-            if self._closing:
-                return
-            self.sample_pending()
+        self._pacer.close(REQUEST_TIMEOUT_SECONDS + 1)

@@ -31,6 +31,7 @@ from airflow_kafka_stream.core.time_lag import (
     partition_seconds,
     time_lag_document,
 )
+from airflow_kafka_stream.runtime.paced_thread import PacedThread
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +84,16 @@ class TimeLagSampler:
     def __init__(self, looks: Looks, interval: float, on_measured: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.time) -> None:
         self._looks = looks
-        self._interval = interval
         self._on_measured = on_measured
         self._clock = clock
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._closing = False
-        self._thread: threading.Thread | None = None
+        self._pacer = PacedThread("time-lag-sampler", self.measure, interval)
         self._offsets: PartitionOffsets | None = None
         #: The newest batch with records not measured yet: its offset ranges and commit time (ms).
         self._batch: tuple[dict[TopicPartition, tuple[int, int]], int] | None = None
         self._delay: float | None = None
         self._document: dict[str, Any] | None = None
         self._samples: deque[list] = deque(maxlen=TIME_LAG_SAMPLES)
-        self._last_at = float("-inf")
         self._failing = False
 
     @classmethod
@@ -107,16 +104,11 @@ class TimeLagSampler:
     # -- what the runtime tells it -------------------------------------------------------------
     def poke(self, offsets: PartitionOffsets | None) -> None:
         """The job's committed offsets now (the heartbeat calls this): measured when the interval has passed."""
-        if not offsets:
+        if not offsets or self._pacer.closing:
             return
         with self._lock:
-            if self._closing:
-                return
             self._offsets = dict(offsets)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="time-lag-sampler", daemon=True)
-                self._thread.start()
-        self._wake.set()
+        self._pacer.kick()
 
     def batch_committed(self, starts: PartitionOffsets | None, ends: PartitionOffsets, records: int) -> None:
         """A batch committed now; with records, its delay is measured at the next look (a newer one replaces it)."""
@@ -144,7 +136,7 @@ class TimeLagSampler:
             offsets, batch, self._batch = self._offsets, self._batch, None
         if not offsets:
             return False
-        self._last_at = time.monotonic()
+        self._pacer.began()
         try:
             highs = self._looks.highs(sorted(offsets))
             stamps = self._looks.first_at(lagging(offsets, highs))
@@ -171,26 +163,11 @@ class TimeLagSampler:
         self._on_measured()
         return True
 
-    def close(self) -> None:
-        with self._lock:
-            self._closing = True
-            thread = self._thread
-        self._wake.set()
-        if thread is not None:
-            thread.join(2 * LOOK_TIMEOUT_SECONDS + 1)
-        if thread is None or not thread.is_alive():
-            self._looks.close()
+    @property
+    def _thread(self):
+        """The sampler's thread (None before the first poke)."""
+        return self._pacer.thread
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closing:
-                return
-            deadline = self._last_at + self._interval
-            while not self._closing and (remaining := deadline - time.monotonic()) > 0:
-                self._wake.wait(remaining)
-                self._wake.clear()
-            if self._closing:
-                return
-            self.measure()
+    def close(self) -> None:
+        if self._pacer.close(2 * LOOK_TIMEOUT_SECONDS + 1):
+            self._looks.close()
