@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.plugins.objective_html import objective_limit, objective_section
+from airflow_kafka_stream.plugins.svg_plot import PlotFrame
 from airflow_kafka_stream.plugins.time_lag_plot import seconds_text, time_lag_plot
 
 STYLE = """
@@ -196,31 +197,10 @@ def lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: int =
         return '<p class="muted">No lag sample yet (the running job records one per batch).</p>'
     times = [float(s[0]) for s in samples]
     lags = [float(s[2]) for s in samples]
-    left, right, top, bottom = 56, 8, 8, 22
-    span_t = max(times[-1] - times[0], 1.0)
     peak = max(max(lags), 1.0)
-
-    def x(t: float) -> float:
-        return left + (t - times[0]) / span_t * (width - left - right)
-
-    def y(v: float) -> float:
-        return top + (1 - v / peak) * (height - top - bottom)
-
-    points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(times, lags, strict=True))
-    start = datetime.fromtimestamp(times[0], tz).strftime("%H:%M:%S")
-    last = datetime.fromtimestamp(times[-1], tz)
-    end, zone = last.strftime("%H:%M:%S"), last.tzname() or ""
-    latest = int(lags[-1])
+    frame = PlotFrame(times, lags, peak, width, height, tz)
     return (
-        f'<p class="lag-now">Lag at the last batch: <b>{latest}</b> records (peak {int(peak)}, '
+        f'<p class="lag-now">Lag at the last batch: <b>{int(lags[-1])}</b> records (peak {int(peak)}, '
         f"{len(samples)} batches)</p>"
-        f'<svg class="lag-plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="records waiting per batch from {start} to {end} {zone}">'
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a0aec0"/>'
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a0aec0"/>'
-        f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{int(peak)}</text>'
-        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">0</text>'
-        f'<text x="{left}" y="{height - 6}">{start}</text>'
-        f'<text x="{width - right}" y="{height - 6}" text-anchor="end">{end} {zone}</text>'
-        f'<polyline fill="none" stroke="#2b6cb0" stroke-width="2" points="{points}"/></svg>'
+        + frame.svg("lag-plot", "records waiting per batch", str(int(peak)), "0", "#2b6cb0")
     )

@@ -9,7 +9,9 @@ line and the samples above it are marked: where a lag objective shows its breach
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, tzinfo
+
+from airflow_kafka_stream.plugins.svg_plot import LEFT, RIGHT, PlotFrame
 
 
 def seconds_text(seconds: float) -> str:
@@ -29,36 +31,18 @@ def time_lag_plot(samples: Sequence[Sequence[float]], width: int = 640, height: 
                 "heartbeat interval).</p>")
     times = [float(s[0]) for s in samples]
     values = [max(float(s[1]), 0.0) for s in samples]
-    left, right, top, bottom = 56, 8, 8, 22
-    span_t = max(times[-1] - times[0], 1.0)
     peak = max(max(values), limit or 0.0, 1.0)
-
-    def x(t: float) -> float:
-        return left + (t - times[0]) / span_t * (width - left - right)
-
-    def y(v: float) -> float:
-        return top + (1 - v / peak) * (height - top - bottom)
-
-    points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(times, values, strict=True))
-    start = datetime.fromtimestamp(times[0], tz).strftime("%H:%M:%S")
-    last = datetime.fromtimestamp(times[-1], tz)
-    end, zone = last.strftime("%H:%M:%S"), last.tzname() or ""
+    frame = PlotFrame(times, values, peak, width, height, tz)
     marks = ""
     if limit is not None:
-        marks = (f'<line class="limit" x1="{left}" y1="{y(limit):.1f}" x2="{width - right}" y2="{y(limit):.1f}" '
+        y = frame.y(limit)
+        marks = (f'<line class="limit" x1="{LEFT}" y1="{y:.1f}" x2="{width - RIGHT}" y2="{y:.1f}" '
                  'stroke="#c53030" stroke-dasharray="4 3"/>'
-                 + "".join(f'<circle class="breach" cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" fill="#c53030"/>'
-                           for t, v in zip(times, values, strict=True) if v > limit))
+                 + "".join(f'<circle class="breach" cx="{frame.x(t):.1f}" cy="{frame.y(v):.1f}" r="3" '
+                           'fill="#c53030"/>' for t, v in zip(times, values, strict=True) if v > limit))
     return (
         f'<p class="time-lag-now">Time lag at the last measurement: <b>{seconds_text(values[-1])}</b> (peak '
         f"{seconds_text(max(values))}, {len(samples)} measurements)</p>"
-        f'<svg class="time-lag-plot" width="{width}" height="{height}" role="img" '
-        f'aria-label="oldest unprocessed record age in seconds from {start} to {end} {zone}">'
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#a0aec0"/>'
-        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="#a0aec0"/>'
-        f'<text x="{left - 4}" y="{top + 10}" text-anchor="end">{peak:.0f} s</text>'
-        f'<text x="{left - 4}" y="{height - bottom}" text-anchor="end">0 s</text>'
-        f'<text x="{left}" y="{height - 6}">{start}</text>'
-        f'<text x="{width - right}" y="{height - 6}" text-anchor="end">{end} {zone}</text>'
-        f'<polyline fill="none" stroke="#805ad5" stroke-width="2" points="{points}"/>{marks}</svg>'
+        + frame.svg("time-lag-plot", "oldest unprocessed record age in seconds", f"{peak:.0f} s", "0 s", "#805ad5",
+                    marks)
     )
