@@ -44,11 +44,6 @@ log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_SECONDS = 3.0
 #: The newest savepoint is looked up at most this often (a listing of the job home's savepoints).
 SAVEPOINT_LOOKUP_SECONDS = 60.0
-#: When a batch's progress reports no watermarks (a driver-side read), its partitions' lag in records comes from
-#: one watermark request of the metrics' own, at most this often (and never more than once a collection).
-LAG_LOOK_SECONDS = 5.0
-#: How long that request may take (on the reader's thread, never the job's).
-LAG_LOOK_TIMEOUT_SECONDS = 5.0
 #: The SDK exporters' own loggers: their messages about a failed export become ours, once per interval.
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.metric_exporter",
                     "opentelemetry.exporter.otlp.proto.grpc.exporter",
@@ -249,8 +244,6 @@ class RuntimeMetrics:
     metrics: JobMetrics | None = None
     _metric_batch: BatchFigures | None = None
     _savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
-    _lag_seen: tuple[float, dict | None] = (float("-inf"), None)
-    _metrics_admin = None
 
     def _setup_metrics(self, env: Mapping[str, str] | None = None) -> None:
         """Read the settings (refusing a malformed one, named); nothing starts yet."""
@@ -276,26 +269,13 @@ class RuntimeMetrics:
                              time.time())
 
     def _watermark_lag(self) -> dict | None:
-        """Records after the last committed offsets up to the high watermarks, per partition: the watermarks are
-        looked up at most every :data:`LAG_LOOK_SECONDS` (a newer batch is measured against the last ones)."""
-        looked_at, highs = self._lag_seen
+        """Records after the last committed offsets up to the high watermarks, per partition: the watermarks the
+        time-lag sampler read at its last look (at most a heartbeat interval old), not a request of its own."""
         with self._lock:
             offsets = self._last_offsets
-        if not offsets:
+        highs = self.time_lag.highs()
+        if not offsets or not highs:
             return None
-        if highs is None or time.monotonic() - looked_at >= LAG_LOOK_SECONDS or not set(offsets) <= set(highs):
-            from airflow_kafka_stream.kafka import metadata
-            from airflow_kafka_stream.kafka.clients import admin_client
-
-            try:
-                if self._metrics_admin is None:
-                    self._metrics_admin = admin_client(self.config.client_config())
-                bounds = metadata.watermarks(self.config.client_config(), sorted(offsets), LAG_LOOK_TIMEOUT_SECONDS,
-                                             admin=self._metrics_admin)
-                highs = {tp: high for tp, (_low, high) in bounds.items()}
-            except Exception as exc:  # noqa: BLE001 - the last watermarks (if any) serve this time
-                log.debug("metrics: the watermarks could not be read: %s", exc)
-            self._lag_seen = (time.monotonic(), highs)
         return partition_lag(highs, offsets)
 
     def _newest_savepoint(self) -> float | None:

@@ -94,6 +94,7 @@ class TimeLagSampler:
         self._delay: float | None = None
         self._document: dict[str, Any] | None = None
         self._samples: deque[list] = deque(maxlen=TIME_LAG_SAMPLES)
+        self._highs: dict[TopicPartition, int] = {}
         self._failing = False
 
     @classmethod
@@ -129,6 +130,12 @@ class TimeLagSampler:
         with self._lock:
             return list(self._samples)
 
+    def highs(self) -> dict[TopicPartition, int]:
+        """The high watermarks its last look read (empty before one): the metrics' lag in records uses them
+        rather than asking Kafka the same question again."""
+        with self._lock:
+            return dict(self._highs)
+
     # -- measuring -----------------------------------------------------------------------------
     def measure(self) -> bool:
         """One measurement of the offsets last poked; False when there were none or a look failed (skipped)."""
@@ -139,6 +146,8 @@ class TimeLagSampler:
         self._pacer.began()
         try:
             highs = self._looks.highs(sorted(offsets))
+            with self._lock:
+                self._highs = dict(highs)
             stamps = self._looks.first_at(lagging(offsets, highs))
             now = self._clock()
             seconds = partition_seconds(int(now * 1000), offsets, highs, stamps)
