@@ -11,6 +11,12 @@ Every batch writes, replacing what an earlier attempt of the same batch wrote:
 * dead letters (``--dead-letter``, default ``<home>/dead_letters``): records that are
   not such JSON, with topic, partition, offset, raw value, error and time.
 
+With ``--totals`` the query is stateful instead: a running amount and count per key (a
+streaming aggregation kept in Spark's state store, ``--state-store hdfs`` or ``rocksdb``), and
+every batch writes the keys it updated with their totals to
+``<output>/totals/generation=<G>/batch=<id>/`` (the newest row of a key is its total). Records
+that are not such JSON are left out of the totals.
+
 The job records its sink as ``idempotent`` (no ``_spark_metadata`` batch log), so
 resets and restores of its home know there is no sink log to keep whole.
 
@@ -65,6 +71,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="where batches are read: auto (small batches on the driver while it plans them, large "
                         "ones by Spark tasks), every batch by Spark tasks on the executors, or every batch on the "
                         "driver (needs --max-offsets-per-trigger); see docs/source.md")
+    parser.add_argument("--totals", action="store_true",
+                        help="stateful: keep a running amount and count per key in Spark's state store and write the "
+                        "updated totals each batch (instead of the events)")
+    parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs",
+                        help="the state store of --totals (fixed by the checkpoint's first batch)")
+    parser.add_argument("--state-partitions", type=int, default=4,
+                        help="state partitions of --totals (spark.sql.shuffle.partitions; fixed by the checkpoint)")
     parser.add_argument("--trigger-interval", default="0 seconds", help="processing-time trigger, e.g. '5 seconds'")
     parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     parser.add_argument("--heartbeat-seconds", type=float, default=5.0)
@@ -98,9 +111,7 @@ def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSi
     """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside."""
     from pyspark.sql import functions as F
 
-    # Named for Spark's Hadoop file systems: file:// for a local path (not the cluster's default FS), s3a://.
-    local = "://" not in output
-    output = spark_url(os.path.abspath(output) if local else output.rstrip("/"), runtime.config.storage_options)
+    output = output_url(output, runtime)
     schema = event_schema()
 
     def write(batch_df, batch_id: int) -> None:
@@ -122,6 +133,40 @@ def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSi
             parsed.unpersist()
 
     return write
+
+
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+def key_totals(events, key_column: str = "key"):
+    """The stateful part of ``--totals``: a running amount and count per key of the good events."""
+    from pyspark.sql import functions as F
+
+    parsed = parse_json_values(events, event_schema(), required=("id",))
+    good = parsed.where(F.col("dead_letter_error").isNull())
+    return (good.groupBy(F.col(f"parsed.{key_column}").alias(key_column))
+            .agg(F.sum("parsed.amount").alias("amount"), F.count(F.lit(1)).alias("events")))
+
+
+def totals_writer(runtime: StreamRuntime, output: str):
+    """The foreachBatch function of ``--totals``: the keys a batch updated, with their running totals."""
+    output = output_url(output, runtime)
+
+    def write(batch_df, batch_id: int) -> None:
+        key = f"generation={runtime.generation:04d}/batch={batch_id}"
+        batch_df.write.mode("overwrite").parquet(f"{output}/totals/{key}")
+
+    return write
+
+
+def output_url(output: str, runtime: StreamRuntime) -> str:
+    """``output`` named for Spark's Hadoop file systems: file:// for a local path (not the cluster's default
+    FS), s3a:// for s3://."""
+    local = "://" not in output
+    return spark_url(os.path.abspath(output) if local else output.rstrip("/"), runtime.config.storage_options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,13 +193,20 @@ def main(argv: list[str] | None = None) -> int:
         sink_kind="idempotent",  # foreachBatch output replaced per generation and batch id: no _spark_metadata
     )
     spark = spark_session(args.cores)
+    if args.totals:  # set before the query starts; a checkpoint keeps the values of its first batch
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", STATE_STORES[args.state_store])
+        spark.conf.set("spark.sql.shuffle.partitions", str(args.state_partitions))
     # The with block turns an error while the query is built (after read_stream started the heartbeat)
     # into a FAILED status instead of a STARTING heartbeat that makes the job look alive.
     with StreamRuntime(spark, args.home, config) as runtime:
         events = runtime.read_stream()  # picks the checkpoint generation
         default_dead_letters = f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}"
         dead_letters = DeadLetterSink.from_url(args.dead_letter or default_dead_letters, config.client_config())
-        writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
+        if args.totals:
+            writer = key_totals(events).writeStream.outputMode("update").foreachBatch(
+                totals_writer(runtime, args.output))
+        else:
+            writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
         writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
             processingTime=args.trigger_interval)
         result = runtime.run(writer, query_name=config.job_name)
