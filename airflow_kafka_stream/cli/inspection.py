@@ -1,4 +1,4 @@
-"""Commands that look at a job: status, checkpoint (position, fsck, repair), verify, history, unlock."""
+"""Commands that look at a job: status, checkpoint (position, state, fsck, repair), verify, history, unlock."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     job_args(p, checkpoint=False, kafka=False)
     p.set_defaults(handler=_cmd_status)
 
-    p = sub.add_parser("checkpoint", help="show a checkpoint's position, check it (fsck), or repair an "
-                                          "interrupted reset")
-    p.add_argument("action", nargs="?", choices=["position", "fsck", "repair"], default="position")
+    p = sub.add_parser("checkpoint", help="show a checkpoint's position or what its state holds (stateful "
+                                          "operators, stores, partitions, schemas), check it (fsck), or repair "
+                                          "an interrupted reset")
+    p.add_argument("action", nargs="?", choices=["position", "state", "fsck", "repair"], default="position")
     job_args(p, kafka=False)
     p.set_defaults(handler=_cmd_checkpoint)
 
@@ -49,9 +50,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_checkpoint(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.ops import inspect
-    from airflow_kafka_stream.render.checkpoint import fsck_text, position_text, repair_text
+    from airflow_kafka_stream.render.checkpoint import fsck_text, position_text, repair_text, state_text
 
     ctx = context(args)
+    if args.action == "state":
+        state = inspect.state(ctx)
+        emit(args, state.to_dict(), state_text(state))
+        return EXIT_PROBLEMS if state.problems else EXIT_OK
     if args.action == "repair":
         result = inspect.repair(ctx)
         emit(args, result.to_dict(), repair_text(result))

@@ -144,6 +144,7 @@ class CheckpointState:
     batch_id: int | None
     stateful: bool
     operators: tuple[StateOperator, ...] = ()
+    note: str | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -153,7 +154,7 @@ class CheckpointState:
 
     def to_dict(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "batch_id": self.batch_id, "stateful": self.stateful,
-                "operators": [op.to_dict() for op in self.operators], "problems": self.problems}
+                "operators": [op.to_dict() for op in self.operators], "problems": self.problems, "note": self.note}
 
 
 def _count(n: int, one: str) -> str:

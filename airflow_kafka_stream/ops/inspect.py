@@ -1,5 +1,5 @@
-"""Inspect a job: what it is doing now (status), its checkpoint's position (cheap) and a full consistency
-check of the checkpoint (fsck)."""
+"""Inspect a job: what it is doing now (status), its checkpoint's position (cheap), what its state holds, and a
+full consistency check of the checkpoint (fsck)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
 from airflow_kafka_stream.core.checkpoint_fsck import Finding, FsckReport, Severity
+from airflow_kafka_stream.core.state_metadata import CheckpointState
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.results import JobStatus, RepairResult
 from airflow_kafka_stream.ops.unstarted import UnstartedGeneration, unstarted_generation
@@ -25,6 +26,26 @@ def position(ctx: JobContext, operation: str = "this operation") -> CheckpointPo
 def unstarted(ctx: JobContext) -> UnstartedGeneration | None:
     """The job's current generation when no query has started on it yet (seeded by a restore or reset)."""
     return unstarted_generation(ctx.home, ctx.checkpoint_url)
+
+
+def state(target: JobContext | JobHome) -> CheckpointState:
+    """The stateful operators of the current checkpoint (or ``--checkpoint``): ids, names, stores, partitions,
+    versions present, key and value schemas, read from Spark's own files (see checkpoint.state_info).
+
+    Reads only (no lock): a running job's checkpoint can be listed; files Spark's maintenance removes meanwhile
+    show up as that operator's problem. A job home is read at its current generation.
+    """
+    from airflow_kafka_stream.checkpoint.state_info import read_state
+
+    if isinstance(target, JobHome):
+        from airflow_kafka_stream.ops.context import build_context
+
+        target = build_context(job_home=target.url, storage_options=target.storage_options, uses_kafka=False)
+    seeded = unstarted(target)
+    if seeded is not None:
+        return CheckpointState(target.checkpoint_url, None, False,
+                               note=f"{seeded.describe()}; it holds no state until the job starts on it")
+    return read_state(target.checkpoint_url, target.storage_options)
 
 
 def fsck(ctx: JobContext) -> FsckReport:

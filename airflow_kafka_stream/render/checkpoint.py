@@ -1,9 +1,10 @@
-"""A checkpoint as text: its position, an fsck report, a repair, and a verify result."""
+"""A checkpoint as text: its position, what its state holds, an fsck report, a repair, and a verify result."""
 
 from __future__ import annotations
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
 from airflow_kafka_stream.core.checkpoint_fsck import FsckReport
+from airflow_kafka_stream.core.state_metadata import CheckpointState, StateOperator
 from airflow_kafka_stream.core.verify import VerifyResult
 from airflow_kafka_stream.ops.results import RepairResult
 from airflow_kafka_stream.render.table import Column, dash, table
@@ -46,6 +47,48 @@ def position_text(pos: CheckpointPosition) -> str:
     if others:
         lines.append(f"source(s) {', '.join(others)} are not Kafka sources; resets carry them unchanged")
     return "\n".join(lines)
+
+
+def state_text(state: CheckpointState) -> str:
+    """Each stateful operator: id and name, the versions its files hold, and per store the partitions and the key
+    and value schema (per state variable for transformWithState); problems are said where they are."""
+    batch = state.batch_id if state.batch_id is not None else "(none yet)"
+    lines = [f"checkpoint      {state.checkpoint}", f"last committed  batch {batch}"]
+    if state.note:
+        return "\n".join([*lines, state.note])
+    if not state.stateful:
+        return "\n".join([*lines, "stateless: no state/ directory"])
+    count = len(state.operators)
+    lines.append(f"state           {count} stateful operator{'' if count == 1 else 's'}")
+    for op in state.operators:
+        lines += ["", *operator_lines(op)]
+    return "\n".join(lines)
+
+
+def operator_lines(op: StateOperator) -> list[str]:
+    """One operator as ``checkpoint state`` prints it."""
+    meta = f" (operator metadata v{op.metadata_version})" if op.metadata_version else ""
+    lines = [f"operator {op.operator_id}  {op.name or '(name unknown)'}{meta}"]
+    if op.batch_range is not None:
+        first, last = op.batch_range
+        lines.append(f"  versions {op.first_version}..{op.last_version} (the state after batches {first}..{last})")
+    else:
+        lines.append("  versions none present")
+    lines += [f"  PROBLEM {problem}" for problem in op.problems]
+    for store in op.stores:
+        parts = f", {store.partitions} partitions" if store.partitions is not None else ""
+        lines.append(f"  store {store.name}{parts}")
+        if store.problem:
+            lines.append(f"    PROBLEM {store.problem}")
+        single = len(store.families) == 1 and store.families[0].name == "default"
+        for family in store.families:
+            data = family.to_dict()
+            if single:
+                lines += [f"    key    {data['key_schema']}", f"    value  {data['value_schema']}"]
+            else:
+                kind = "internal" if family.internal else "state variable"
+                lines.append(f"    {kind} {family.name}: key {data['key_schema']}, value {data['value_schema']}")
+    return lines
 
 
 def fsck_text(report: FsckReport) -> str:
