@@ -167,7 +167,8 @@ def state_differences(in_state: Sequence[StateOperator], in_new_version: Sequenc
     ``in_state`` is the checkpoint's list (``checkpoint state``), ``in_new_version`` the same list for the new
     version's query (e.g. read from a scratch checkpoint it ran on). Empty when nothing differs that Spark
     checks: operator count, ids and names, store names, partitions, and the key and value schemas of each
-    store (or state variable). Schemas are compared by column types in order, as Spark does (a renamed column
+    store (or of each state variable both sides have: a transformWithState variable added or dropped is not
+    reported, Spark accepts it). Schemas are compared by column types in order, as Spark does (a renamed column
     of the same type loads); a schema that could not be read on either side is not compared.
     """
     found: list[str] = []
@@ -219,9 +220,7 @@ def _family_differences(where: str, old: Sequence[ColumnFamily], new: Sequence[C
     for family in new:
         before = old[0] if single else old_by_name.get(family.name)
         label = f"{where})" if single else f"{where}, state variable {family.name})"
-        if before is None:
-            if not family.internal:
-                found.append(f"{label}: a state variable the state does not hold")
+        if before is None:  # a new state variable starts empty: Spark accepts it
             continue
         for part, now, then in (("key", family.key, before.key), ("value", family.value, before.value)):
             if [kind for _, kind in now] != [kind for _, kind in then]:
