@@ -1,7 +1,9 @@
 """The savepoint manifest (what a savepoint holds and how to check it) and which state files it needs.
 
 A savepoint directory holds copies of checkpoint files plus ``manifest.json``,
-written last: a directory without a manifest is an incomplete savepoint.
+written last: a directory without a manifest is an incomplete savepoint. ``live``
+says the savepoint was copied from the running job (see core/live_copy.py) rather
+than after a stop; either restores the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class Manifest:
     spark_version: str | None = None
     files: Mapping[str, str] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    #: Taken while the job ran (a live savepoint), not after a stop. Manifests written before this field
+    #: existed read as False; readers that do not know it ignore it, so the format version stays 1.
+    live: bool = False
 
     def source_offsets(self, index: int = 0) -> PartitionOffsets:
         """Kafka offsets of source ``index`` (the next offsets to read after the savepoint's batch)."""
@@ -78,6 +83,7 @@ def render_manifest(manifest: Manifest) -> str:
         "stateful": manifest.stateful,
         "app_version": manifest.app_version,
         "created_at": manifest.created_at.isoformat(),
+        "live": manifest.live,
         "files": dict(sorted(manifest.files.items())),
     }
     return json.dumps(data, indent=2)
@@ -103,6 +109,7 @@ def parse_manifest(text: str | bytes, where: str = MANIFEST) -> Manifest:
             created_at=created_at,
             spark_version=data.get("spark_version"),
             files=dict(data["files"]),
+            live=data.get("live") is True,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SavepointError(f"{where}: manifest is unreadable ({exc}); the savepoint cannot be used") from exc

@@ -40,6 +40,8 @@ class SavepointInfo:
     checksums_match: bool | None = None
     #: Why this savepoint is of an earlier batch than asked (a stop that killed the running batch).
     note: str | None = None
+    #: Taken while the job ran (a live savepoint), not after a stop.
+    live: bool = False
 
     @classmethod
     def of(cls, manifest: Manifest) -> SavepointInfo:
@@ -57,6 +59,7 @@ class SavepointInfo:
             stateful=manifest.stateful,
             state_store_provider=manifest.state_store_provider,
             files=len(manifest.files),
+            live=manifest.live,
         )
 
     def to_dict(self) -> dict[str, Any]:

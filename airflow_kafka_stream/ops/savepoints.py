@@ -1,7 +1,8 @@
 """Savepoint operations on a job home: create, list, show, validate, delete, prune, restore.
 
-Savepoints are taken only from a stopped job with no batch in flight, and are
-never modified. Restoring never touches the current checkpoint: it starts a new
+A savepoint is of the last committed batch: taken after a stop (no batch in
+flight), or live from a RUNNING job without stopping it (``checkpoint/live_savepoint.py``
+copies that batch and checks the copy). Savepoints are never modified. Restoring never touches the current checkpoint: it starts a new
 checkpoint generation, either a copy of the savepoint (state kept, Spark
 resumes after the savepoint's batch) or, with ``drop_state``, an empty one
 seeded with the savepoint's offsets (Flink's allowNonRestoredState).
@@ -12,7 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.checkpoint.live_savepoint import StepHook, create_live_savepoint
+from airflow_kafka_stream.checkpoint.reader import read_position, read_started_position
 from airflow_kafka_stream.checkpoint.savepoints import (
     create_savepoint,
     delete_savepoint,
@@ -24,10 +26,12 @@ from airflow_kafka_stream.checkpoint.savepoints import (
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.durations import parse_duration
+from airflow_kafka_stream.core.live_copy import live_savepoint_refusal
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
+from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals
-from airflow_kafka_stream.ops.guard import ensure_not_running
+from airflow_kafka_stream.ops.guard import ensure_not_running, job_liveness
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.results import DeleteResult, PruneResult, RestoreResult, SavepointInfo
 from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
@@ -69,15 +73,20 @@ def create_locked(home: JobHome, app_version: str | None = None, now: datetime |
     if pos.batch_id is None:
         raise JobStateError(f"{checkpoint} has no committed batch yet: there is nothing to save")
     version = app_version or str(home.spec().get("version") or "unknown")
-    savepoint_id = new_savepoint_id(pos.batch_id, now)
-    taken = {m.rstrip("/").rsplit("/", 1)[-1] for m in _existing(home)}
-    base, n = savepoint_id, 2
-    while savepoint_id in taken:  # two savepoints of one batch within a second
-        savepoint_id, n = f"{base}-{n}", n + 1
-    manifest = create_savepoint(checkpoint, home.savepoint_url(savepoint_id), version, now,
+    manifest = create_savepoint(checkpoint, home.savepoint_url(_unique_id(home, pos.batch_id, now)), version, now,
                                 spark_version=_spark_version(), storage_options=home.storage_options,
                                 exclude_in_flight=exclude_in_flight)
     return SavepointInfo.of(manifest)
+
+
+def _unique_id(home: JobHome, batch_id: int, now: datetime) -> str:
+    """A new savepoint id for ``batch_id``; a suffix tells two savepoints of one batch within a second apart."""
+    savepoint_id = new_savepoint_id(batch_id, now)
+    taken = {m.rstrip("/").rsplit("/", 1)[-1] for m in _existing(home)}
+    base, n = savepoint_id, 2
+    while savepoint_id in taken:
+        savepoint_id, n = f"{base}-{n}", n + 1
+    return savepoint_id
 
 
 def _existing(home: JobHome) -> list[str]:
@@ -88,13 +97,46 @@ def _existing(home: JobHome) -> list[str]:
 
 
 def create(home: JobHome, app_version: str | None = None, now: datetime | None = None,
-           by: str | None = None) -> SavepointInfo:
-    """Take a savepoint of the stopped job's last committed batch (refused while it runs)."""
+           by: str | None = None, *, step_hook: StepHook | None = None) -> SavepointInfo:
+    """Take a savepoint of the job's last committed batch: live while it runs, else of the stopped job.
+
+    A running job is copied without stopping it (:func:`create_live`); one that is STARTING, draining or
+    asked to stop is refused, as is any savepoint while another operation holds the job lock.
+    ``step_hook`` sees each step of a live copy (tests force races with it).
+    """
     with recorded_operation(home, "savepoint-create", {"app_version": app_version}, by=by) as record:
-        ensure_not_running(home, operation="taking a savepoint")
-        result = create_locked(home, app_version, now)
+        liveness, status = job_liveness(home)
+        if liveness.alive:
+            record["before"] = {"state": written_state(status), "live": True}
+            result = create_live(home, status, app_version, now, step_hook=step_hook)
+        else:
+            result = create_locked(home, app_version, now)
         record["after"] = result.to_dict()
         return result
+
+
+def create_live(home: JobHome, status: dict | None, app_version: str | None = None, now: datetime | None = None,
+                *, step_hook: StepHook | None = None) -> SavepointInfo:
+    """A live savepoint of the running job; the caller holds the job lock and read ``status`` (driver alive).
+
+    Refused, with nothing written, unless the job is RUNNING with no stop request and has committed a batch.
+    """
+    document = StatusDocument.parse(status)
+    refusal = live_savepoint_refusal(document.state if document else None,
+                                     document.state_text if document else None, home.stop_requested())
+    if refusal is not None:
+        raise refusal
+    now = now or datetime.now(UTC)
+    checkpoint = home.checkpoint_url()
+    if read_started_position(checkpoint, home.storage_options) is None:
+        raise JobStateError(f"{checkpoint}: the job has not committed a batch yet (its query has not written the "
+                            "checkpoint); there is nothing to save. Wait for its first batch and try again")
+    version = app_version or (document.app_version if document else None) or str(
+        home.spec().get("version") or "unknown")
+    manifest = create_live_savepoint(checkpoint, lambda batch: home.savepoint_url(_unique_id(home, batch, now)),
+                                     version, now, spark_version=_spark_version(),
+                                     storage_options=home.storage_options, step_hook=step_hook)
+    return SavepointInfo.of(manifest)
 
 
 def list_all(home: JobHome) -> list[SavepointInfo]:
