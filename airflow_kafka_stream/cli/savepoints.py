@@ -8,7 +8,8 @@ from typing import Any
 from airflow_kafka_stream.cli.common import EXIT_OK, Parser, emit, job_args, job_home, nonempty, sink_args
 
 _SAVEPOINT_ACTIONS = {
-    "create": "take a savepoint of the stopped job",
+    "create": "take a savepoint of the job's last committed batch: live while it runs (it keeps running), "
+              "else of the stopped job",
     "list": "list the job's savepoints",
     "show": "print a savepoint's manifest",
     "validate": "check every file of a savepoint against its manifest's checksums",

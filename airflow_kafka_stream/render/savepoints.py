@@ -9,16 +9,21 @@ from airflow_kafka_stream.ops.results import PruneResult, RestoreResult, Savepoi
 from airflow_kafka_stream.render.table import Column, table
 
 SAVEPOINT_COLUMNS = (Column("ID", width=34), Column("CREATED", width=26), Column("BATCH", ">", 6),
-                     Column("APP VERSION", width=14), Column("STATE", free=True))
+                     Column("TAKEN", width=7), Column("APP VERSION", width=14), Column("STATE", free=True))
 
 
 def savepoint_table(rows: Sequence[SavepointInfo]) -> str:
     if not rows:
         return "(no savepoints)"
-    cells = [(r.id, r.created_at[:25], r.batch_id, str(r.app_version)[:14],
+    cells = [(r.id, r.created_at[:25], r.batch_id, _taken(r), str(r.app_version)[:14],
               r.state_store_provider.rsplit(".", 1)[-1] if r.stateful and r.state_store_provider else "-")
              for r in rows]
     return "\n".join(table(SAVEPOINT_COLUMNS, cells, sep=" "))
+
+
+def _taken(info: SavepointInfo) -> str:
+    """How a savepoint was taken: ``live`` from the running job, ``stopped`` after a stop."""
+    return "live" if info.live else "stopped"
 
 
 def fields_text(data: dict[str, Any]) -> str:
@@ -26,7 +31,8 @@ def fields_text(data: dict[str, Any]) -> str:
 
 
 def created_text(made: SavepointInfo) -> str:
-    return f"created savepoint {made.id} at batch {made.batch_id}: offsets {made.offsets}"
+    how = "live savepoint (the job kept running)" if made.live else "savepoint"
+    return f"created {how} {made.id} at batch {made.batch_id}: offsets {made.offsets}"
 
 
 def validated_text(checked: SavepointInfo) -> str:

@@ -10,20 +10,22 @@ from airflow_kafka_stream.render.job import history_text, unlock_text
 from airflow_kafka_stream.render.savepoints import prune_text, savepoint_table
 
 
-def _savepoint(sp_id: str, created: str, batch: int, version: str | None, provider: str | None) -> SavepointInfo:
+def _savepoint(sp_id: str, created: str, batch: int, version: str | None, provider: str | None,
+               live: bool = False) -> SavepointInfo:
     return SavepointInfo(id=sp_id, created_at=created, batch_id=batch, query_id=None, offsets=None, sources={},
                          app_version=version, spark_version=None, stateful=provider is not None,
-                         state_store_provider=provider, files=3)
+                         state_store_provider=provider, files=3, live=live)
 
 
 def test_savepoint_list():
     rows = [_savepoint("sp-20261122T101500Z-b42", "2026-11-22T10:15:00.123456+00:00", 42, "1.2.3",
-                       "org.x.RocksDBStateStoreProvider"),
+                       "org.x.RocksDBStateStoreProvider", live=True),
             _savepoint("sp-20261122T101500Z-b4-2", "2026-11-22T10:15:00+00:00", 4, None, None)]
     assert savepoint_table(rows) == (
-        "ID                                 CREATED                     BATCH APP VERSION    STATE\n"
-        "sp-20261122T101500Z-b42            2026-11-22T10:15:00.12345      42 1.2.3          RocksDBStateStoreProvider\n"
-        "sp-20261122T101500Z-b4-2           2026-11-22T10:15:00+00:00       4 None           -")
+        "ID                                 CREATED                     BATCH TAKEN   APP VERSION    STATE\n"
+        "sp-20261122T101500Z-b42            2026-11-22T10:15:00.12345      42 live    1.2.3          "
+        "RocksDBStateStoreProvider\n"
+        "sp-20261122T101500Z-b4-2           2026-11-22T10:15:00+00:00       4 stopped None           -")
     assert savepoint_table([]) == "(no savepoints)"
 
 
