@@ -141,8 +141,8 @@ def copy_live_checkpoint(
     raise SavepointError(
         f"{checkpoint_url}: every attempt to copy the running query's checkpoint raced Spark's state maintenance, "
         f"which deleted files the copy needed ({'; '.join(failures)}); nothing was kept. Try again, or keep more "
-        "state versions (spark.sql.streaming.minBatchesToRetain) so that a copy has time to finish",
-        setting="spark.sql.streaming.minBatchesToRetain")
+        "state versions (the job's Spark setting spark.sql.streaming.minBatchesToRetain) so that a copy has time "
+        "to finish")
 
 
 def _batch_to_copy(url: str, storage_options: dict | None, batch_id: int | None, next_offsets: bool) -> int:
@@ -158,7 +158,7 @@ def _batch_to_copy(url: str, storage_options: dict | None, batch_id: int | None,
     if batch < 0 or batch > newest:
         wanted = f"batch {batch}" + (f" and batch {batch + 1}'s offsets" if next_offsets else "")
         raise JobStateError(f"{url}: {wanted} are not committed (the newest committed batch is "
-                            f"{position.batch_id}); ask for a batch up to {newest}", setting="batch_id")
+                            f"{position.batch_id}); ask for a batch up to {newest}")
     return batch
 
 

@@ -78,7 +78,7 @@ def store_files(names: Iterable[str], version: int, where: str) -> StoreFiles:
         raise SavepointError(
             f"{where}: state files carry unique ids (spark.sql.streaming.stateStore.checkpointFormatVersion 2); "
             "a savepoint of the running job cannot tell which of them load a version: stop the job and take the "
-            "savepoint then", setting="spark.sql.streaming.stateStore.checkpointFormatVersion")
+            "savepoint then")
     load = state_load(names, version)
     if load.missing:
         raise StaleCopy(
@@ -136,8 +136,7 @@ def live_savepoint_refusal(state: JobState | None, state_text: object, stop_requ
     if stop_requested or state is JobState.DRAINING:
         return JobStateError(
             f"the job is stopping (state {state_text}, a stop was requested): a live savepoint is not taken while "
-            "it drains. Take the savepoint with the stop (its savepoint setting), or once it stopped",
-            setting="savepoint")
+            "it drains. Take the savepoint with the stop (its savepoint option), or once it stopped")
     if state is JobState.STARTING:
         return JobStateError(
             "the job is STARTING (its query may still re-run an interrupted batch): a live savepoint is taken "

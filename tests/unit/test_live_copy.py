@@ -56,9 +56,8 @@ def test_rocksdb_store_takes_the_newest_zip_and_changelogs_after_it():
     assert store_files(names, 6, "s") == store_files(["5.zip", "6.changelog"], 6, "s")
     assert store_files(names, 6, "s").rocksdb_base == "5.zip"
     assert store_files(["9.zip", "10.zip"], 10, "s").files == ("10.zip",), "never a zip of a later version"
-    with pytest.raises(SavepointError, match="checkpointFormatVersion") as refused:
+    with pytest.raises(SavepointError, match="checkpointFormatVersion"):
         store_files(["4_0a1b.zip"], 4, "s")
-    assert refused.value.setting == "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 def test_rocksdb_metadata_lists_ssts_and_archived_logs():
@@ -89,7 +88,7 @@ def test_changed_files_finds_vanished_and_resized_files():
 def test_only_a_running_job_without_a_stop_request_is_copied():
     assert live_savepoint_refusal(JobState.RUNNING, "RUNNING", stop_requested=False) is None
     draining = live_savepoint_refusal(JobState.DRAINING, "DRAINING", stop_requested=False)
-    assert isinstance(draining, JobStateError) and "stopping" in str(draining) and draining.setting == "savepoint"
+    assert isinstance(draining, JobStateError) and "stopping" in str(draining)
     assert "stopping" in str(live_savepoint_refusal(JobState.RUNNING, "RUNNING", stop_requested=True))
     assert "STARTING" in str(live_savepoint_refusal(JobState.STARTING, "STARTING", stop_requested=False))
     assert live_savepoint_refusal(None, "WEIRD", stop_requested=False) is not None
@@ -156,9 +155,9 @@ def test_hdfs_copy_holds_what_batch_n_needs_and_nothing_of_later_batches(tmp_pat
     assert "offsets/5" in rehearsal.files and "commits/5" not in rehearsal.files
     assert {"state/0/0/4.snapshot", "state/0/0/5.delta"} == {f for f in rehearsal.files if "/0/0/" in f}
     assert rehearsal.next_offsets is not None and rehearsal.next_offsets.source_lines == ('{"t":{"0":50}}',)
-    with pytest.raises(JobStateError, match="not committed") as refused:
+    with pytest.raises(JobStateError, match="not committed"):
         copy_live_checkpoint(str(root), str(tmp_path / "late"), batch_id=5, next_offsets=True)
-    assert refused.value.setting == "batch_id" and not (tmp_path / "late").exists()
+    assert not (tmp_path / "late").exists()
 
 
 def test_rocksdb_copy_takes_only_the_ssts_its_base_lists(tmp_path):
@@ -213,10 +212,9 @@ def test_a_copy_that_always_races_is_refused_with_nothing_left(tmp_path):
             hidden.rename(store / "2.delta")
 
     savepoints = tmp_path / "savepoints"
-    with pytest.raises(SavepointError, match="minBatchesToRetain") as refused:
+    with pytest.raises(SavepointError, match="minBatchesToRetain"):
         create_live_savepoint(str(root), lambda batch: str(savepoints / f"sp-b{batch}"), "1", datetime.now(UTC),
                               attempts=2, step_hook=vanish)
-    assert refused.value.setting == "spark.sql.streaming.minBatchesToRetain"
     assert not savepoints.exists() or list(savepoints.iterdir()) == []
 
 

@@ -34,6 +34,13 @@ NO_SETTING = {
         (1, "a batch in flight: the job must run it and stop gracefully first"),
     ("ops/savepoints.py", "create_locked", "JobStateError"):
         (2, "nothing committed to save yet: the job must run first"),
+    ("ops/savepoints.py", "create_live", "JobStateError"): (1, "nothing committed to save yet: the job must run first"),
+    ("core/live_copy.py", "store_files", "SavepointError"):
+        (1, "state files of checkpoint format 2: such a job is stopped for its savepoint, nothing is set"),
+    ("core/live_copy.py", "rocksdb_shared_files", "CheckpointFormatError"):
+        (2, "a RocksDB checkpoint of a format this package cannot read: restored from a savepoint, not set"),
+    ("core/live_copy.py", "live_savepoint_refusal", "JobStateError"):
+        (3, "the job is starting, stopping or not running: its state decides, not a setting"),
     ("ops/savepoints.py", "delete", "JobStateError"): (1, "pinned by an upgrade in progress, until it ends"),
     ("ops/savepoints.py", "resolve_id", "JobStateError"):
         (1, "'latest' names no savepoint: the job has none yet, one is taken (a stop, savepoint create), not set"),
