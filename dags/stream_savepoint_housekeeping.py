@@ -1,4 +1,4 @@
-"""Daily savepoint housekeeping: keep the newest ten and a day's worth, never the newest or a pinned one."""
+"""Daily savepoint housekeeping: keep the newest 24 and a day's worth, never the newest or a pinned one."""
 
 from datetime import datetime
 
@@ -15,5 +15,8 @@ with DAG(
     tags=["airflow-kafka-stream"],
     params={"job_home": params.job_home()},
 ) as dag:
-    StreamSavepointHousekeepingOperator(task_id="prune", job_home="{{ params.job_home }}", keep_last=10,
+    # A savepoint goes once it is past either limit. stream_savepoint takes one an hour, so 24 and one day keep
+    # a day of hourly restore points (with the savepoints of stops and upgrades among them) and bound the space:
+    # each savepoint is a full copy of the job's state. The newest, and any an upgrade may roll back to, stay.
+    StreamSavepointHousekeepingOperator(task_id="prune", job_home="{{ params.job_home }}", keep_last=24,
                                         max_age="P1D")

@@ -1,4 +1,5 @@
-"""Savepoints from a DAG: restore one into a new checkpoint generation, and keep their number in check."""
+"""Savepoints from a DAG: take one (live while the job runs), restore one into a new checkpoint generation, and
+keep their number in check."""
 
 from __future__ import annotations
 
@@ -12,6 +13,49 @@ from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.ops.savepoints import LATEST, retention
+
+
+@refusals_name_parameters
+class StreamSavepointOperator(JobHomeTask, BaseOperator):
+    """Take a savepoint of the job's last committed batch: a periodic restore point.
+
+    While the job runs the savepoint is live: the batch is copied without stopping the job or slowing its
+    batches, and its manifest says ``live: true``; a stopped job's savepoint is taken as after a stop. Refused
+    (the task fails, nothing written) while the job is starting or draining, before its first committed batch,
+    or while another operation holds the job lock. Restore it with :class:`StreamRestoreOperator`; prune old
+    ones with :class:`StreamSavepointHousekeepingOperator`. XCom: the savepoint's manifest summary (id, batch,
+    offsets, live, ...).
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param app_version: the version recorded in the manifest (default: the running job's). Templated.
+    :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
+    """
+
+    template_fields: Sequence[str] = ("job_home", "app_version", "enabled")
+
+    def __init__(self, *, job_home: str, app_version: str | None = None, storage_conn_id: str | None = None,
+                 enabled: bool | str = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_home = job_home
+        self.app_version = app_version
+        self.storage_conn_id = storage_conn_id
+        self.enabled = enabled
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_kafka_stream.operators.flags import as_flag
+        from airflow_kafka_stream.ops.savepoints import create
+        from airflow_kafka_stream.render.savepoints import created_text
+
+        if not as_flag(self.enabled, "enabled"):
+            raise AirflowSkipException("switched off for this run")
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        version = str(self.app_version).strip() if self.app_version is not None else ""
+        made = create(home, app_version=version or None)  # an empty rendered template means "the job's own"
+        self.log.info("savepoint of %s: %s", self.job_home, created_text(made))
+        return made.to_dict()
 
 
 @refusals_name_parameters
