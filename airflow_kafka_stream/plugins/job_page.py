@@ -2,7 +2,10 @@
 
 ``/stream-jobs/`` is the page (a page in the navigation, and a tab on every DAG
 page that shows the job homes of that DAG's runs); ``/stream-jobs/api/jobs``
-and ``/stream-jobs/api/job?home=...`` give the same data as JSON. Every route
+and ``/stream-jobs/api/job?home=...`` give the same data as JSON;
+``POST /stream-jobs/savepoint?home=...`` (the page's "Take a savepoint now")
+triggers the ``stream_savepoint`` DAG for that job home, for a user allowed to
+run that DAG, and sends the browser to the new run. Every route
 sits behind Airflow's own authentication and authorization (the JWT of the UI's
 cookie or an ``Authorization: Bearer`` header, and read access to DAGs, or to
 the one DAG named by ``dag_id``): plugin apps are anonymous unless they add
@@ -25,13 +28,15 @@ from __future__ import annotations
 
 from datetime import tzinfo
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException, Query
-from fastapi.responses import HTMLResponse
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
 
 from airflow_kafka_stream.plugins.job_page_html import page
 from airflow_kafka_stream.plugins.job_view import job_view
+from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
 
 SECTION = "airflow_kafka_stream"
 TAG = "airflow-kafka-stream"
@@ -145,6 +150,17 @@ def create_app() -> FastAPI:
                  "Every job home this Airflow knows: configured, and named by the example DAGs' runs.")
         return page("Stream jobs", [_view(h) for h in homes], intro, tz=ui_timezone())
 
+    from airflow.api_fastapi.core_api.security import get_user
+
+    signed_in = Depends(get_user)
+
+    @app.post("/savepoint", dependencies=[_may_run(SAVEPOINT_DAG)])
+    def take_savepoint(request: Request, home: str = Query(...), user: Any = signed_in) -> RedirectResponse:
+        _same_origin(request)
+        _pick(known_homes(), home)
+        run_id = _trigger(SAVEPOINT_DAG, {"job_home": home}, user.get_name())
+        return RedirectResponse(f"../dags/{SAVEPOINT_DAG}/runs/{quote(run_id, safe='')}", status_code=303)
+
     @app.get("/api/jobs")
     def list_jobs(dag_id: str | None = Query(None)) -> dict[str, Any]:
         return {"job_homes": known_homes(dag_id)}
@@ -154,6 +170,39 @@ def create_app() -> FastAPI:
         return _view(_pick(known_homes(dag_id), home)[0])
 
     return app
+
+
+def _may_run(dag_id: str):
+    """Airflow's own check that the user may trigger runs of ``dag_id``."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+    from airflow.api_fastapi.core_api.security import requires_access_dag
+
+    return Depends(requires_access_dag("POST", DagAccessEntity.RUN, param_dag_id=dag_id))
+
+
+def _same_origin(request: Request) -> None:
+    """A form posted from another site is refused (the login cookie is SameSite=Lax already; this is the belt)."""
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(403, "a savepoint is triggered from the job page of this Airflow only")
+
+
+def _trigger(dag_id: str, conf: dict[str, Any], user_name: str | None) -> str:
+    """A manual run of ``dag_id`` with ``conf`` (validated against its Params), as the UI's trigger button makes."""
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.exceptions import DagNotFound
+    from airflow.utils.types import DagRunTriggeredByType
+
+    try:
+        run = trigger_dag(dag_id, triggered_by=DagRunTriggeredByType.UI, conf=conf, triggering_user_name=user_name)
+    except DagNotFound as exc:
+        raise HTTPException(404, f"the {dag_id} DAG is not deployed here: copy dags/{dag_id}.py of "
+                                 "airflow-kafka-stream into the DAGs folder") from exc
+    except ValueError as exc:  # the DAG refuses manual runs, or the params do not validate
+        raise HTTPException(400, f"{dag_id} was not triggered: {exc}") from exc
+    if run is None:
+        raise HTTPException(500, f"{dag_id} was not triggered")
+    return run.run_id
 
 
 def _pick(homes: list[str], wanted: str | None) -> list[str]:

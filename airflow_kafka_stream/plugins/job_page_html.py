@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.plugins.objective_html import objective_limit, objective_section
+from airflow_kafka_stream.plugins.state_html import savepoint_actions, state_section
 from airflow_kafka_stream.plugins.svg_plot import PlotFrame
 from airflow_kafka_stream.plugins.time_lag_plot import seconds_text, time_lag_plot
 
@@ -99,8 +100,11 @@ def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
                      + "</div><div>" + time_lag_plot(view.get("time_lag_samples") or [], tz=clock.tz,
                                                      limit=objective_limit(view.get("objective")))
                      + "</div></div>" + objective_section(view.get("objective"), clock))
+    if view.get("state") is not None:
+        parts.append("<h3>State</h3>" + state_section(view["state"]))
     if view.get("savepoints") is not None:
-        parts.append("<h3>Savepoints</h3>" + _savepoints(view["savepoints"], clock))
+        parts.append("<h3>Savepoints</h3>" + savepoint_actions(view["job_home"])
+                     + _savepoints(view["savepoints"], clock))
     if view.get("history") is not None:
         parts.append("<h3>Operation history</h3>" + _history(view["history"], clock))
     parts.append("</section>")

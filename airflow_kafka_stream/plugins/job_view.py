@@ -47,6 +47,7 @@ def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[
     view["lag_samples"] = _lag_samples(home) if view["summary"] else []
     view["time_lag_samples"] = _time_lag_samples(home) if view["summary"] else []
     view["objective"] = section("objective", lambda: objective(home))
+    view["state"] = section("state", lambda: state(home))
     view["savepoints"] = section("savepoints", lambda: savepoints(home))
     view["history"] = section("history", lambda: history(home))
     return view
@@ -120,6 +121,13 @@ def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, An
                      "time_lag_seconds": (result.time_lag_seconds or {}).get(seen.partition),
                      "status": str(verdict.status), "detail": verdict.detail})
     return rows
+
+
+def state(home: JobHome) -> dict[str, Any]:
+    """What the current checkpoint's state holds: operators, stores, partitions, versions, schemas (ops.inspect)."""
+    from airflow_kafka_stream.ops.inspect import state as checkpoint_state
+
+    return checkpoint_state(home).to_dict()
 
 
 def savepoints(home: JobHome) -> list[dict[str, Any]]:

@@ -41,6 +41,23 @@ def test_savepoint_of_a_stopped_job(tmp_path, spark, kafka_bootstrap, airflow_db
     assert (record["operation"], record["result"]) == ("savepoint-create", "ok")
 
 
+def test_the_job_page_button_queues_a_run_for_the_job_home(tmp_path, spark, kafka_bootstrap, airflow_db):
+    """What ``POST /stream-jobs/savepoint`` does once Airflow let the user in: a manual run with the job home."""
+    from airflow import settings
+    from airflow.models.dagrun import DagRun
+
+    from airflow_kafka_stream.plugins.job_page import _trigger
+
+    topic = create_topic(kafka_bootstrap, unique("af-sp-page"), 1)
+    produce(kafka_bootstrap, topic, [("k", "v")])
+    job = make_job(spark, kafka_bootstrap, tmp_path / "home", {topic: 1})
+    assert savepoint_dag(str(job.home)).tasks == {"savepoint": "success"}  # the DAG is now in Airflow's database
+    run_id = _trigger("stream_savepoint", {"job_home": str(job.home)}, "alice")
+    run = settings.Session().query(DagRun).filter(DagRun.dag_id == "stream_savepoint",
+                                                  DagRun.run_id == run_id).one()
+    assert (run.conf, run.run_type, run.triggering_user_name) == ({"job_home": str(job.home)}, "manual", "alice")
+
+
 def test_live_savepoint_of_a_running_stateful_job(tmp_path, kafka_bootstrap, airflow_db, monkeypatch):
     topic = create_topic(kafka_bootstrap, unique("af-live-sp"), PARTITIONS)
     group = unique("af-live-sp-group")
@@ -62,6 +79,11 @@ def test_live_savepoint_of_a_running_stateful_job(tmp_path, kafka_bootstrap, air
         assert made["live"] is True and made["stateful"] is True
         assert pipeline.status().get("state") == "RUNNING", "the job kept running"
         assert not (pipeline.home / "control" / "stop").exists(), "no stop was asked"
+        from airflow_kafka_stream.plugins.job_view import job_view
+
+        state = job_view(home.url, {})["state"]  # the job page's State section, read while the job runs
+        (totals,) = state["operators"]
+        assert totals["name"] == "stateStoreSave" and totals["stores"][0]["column_families"], state
         produce(kafka_bootstrap, topic, events(40, 10))
         pipeline.wait_for(lambda: (pipeline.status().get("last_batch_id") or -1) > made["batch_id"],
                           "a batch after the savepoint's", timeout=240)
