@@ -44,6 +44,7 @@ from airflow_kafka_stream.checkpoint.file_copy import copy_file
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.checkpoint_fsck import state_version_file
 from airflow_kafka_stream.core.checkpoint_log import (
+    COMMITS_DIR,
     METADATA,
     OFFSETS_DIR,
     SOURCES_DIR,
@@ -172,6 +173,8 @@ def _attempt(fs: fsspec.AbstractFileSystem, root: str, target_fs: fsspec.Abstrac
              batch: int, next_offsets: bool, hook: StepHook) -> tuple[dict[str, str], dict[str, int]]:
     """One copy of batch ``batch``: the files and sha256 copied, and the sizes they were listed with."""
     previous = batch >= 1 and exists_file(fs, join(root, OFFSETS_DIR, str(batch - 1)))
+    if batch >= 1 and not previous and exists_file(fs, join(root, COMMITS_DIR, str(batch + 1))):
+        raise StaleCopy(f"offsets/{batch - 1} was purged as newer batches committed")  # Spark resumes with it
     logs = log_files(batch, previous, next_offsets)
     listed = {relative: _size(fs, join(root, relative)) for relative in [METADATA, *logs]}
     listed.update(_tree_sizes(fs, root, SOURCES_DIR))
