@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade", "watchdog", "cluster"]
+BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade", "watchdog", "cluster", "savepoint"]
 
 
 def main(argv: list[str]) -> int:
