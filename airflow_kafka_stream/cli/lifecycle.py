@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, emit, job_args, job_home, nonempty
+from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED, emit, job_args, job_home, nonempty
 from airflow_kafka_stream.cli.launching import (
     add_kafka_args,
     add_launch_args,
@@ -73,7 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stop-timeout", type=float, default=300.0, help="seconds the old version may take to drain")
     p.add_argument("--start-timeout", type=float, default=600.0, help="seconds a version may take to start")
     p.add_argument("--standby-timeout", type=float, default=600.0,
-                   help="seconds the standby may take to report READY")
+                   help="seconds the standby may take to report READY (its rehearsal included)")
+    p.add_argument("--rehearsal-timeout", type=float, default=300.0,
+                   help="seconds the standby's rehearsal of the new query may run before it is ended")
+    p.add_argument("--check", action="store_true",
+                   help="only rehearse the new version on the job's state and report compatible, needs drop_state "
+                        "or fails; changes nothing (exit 0 when the upgrade as asked would go on, else 2)")
     p.set_defaults(handler=_cmd_upgrade)
 
     p = sub.add_parser("watchdog", help="one watchdog pass: restart a dead or stuck job within the failure-rate "
@@ -204,13 +209,29 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     kafka = kafka_settings(args, home)
     options = UpgradeOptions(args.standby, args.drop_state, args.allow_sink_batch_log, args.rollback,
                              args.takeover_stopped, args.health_batches, args.health_window, args.health_startup,
-                             args.health_timeout, args.stop_timeout, args.start_timeout, args.standby_timeout)
+                             args.health_timeout, args.stop_timeout, args.start_timeout, args.standby_timeout,
+                             args.rehearsal_timeout)
     say = (lambda line: print(line, file=sys.stderr)) if not args.json else logging.getLogger(__name__).info
+    if args.check:
+        return _check(args, home, kafka, options, say)
     outcome = upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
                       launcher_from(args, home, kafka), kafka, options, secrets=secret_values(kafka), say=say)
     emit(args, outcome.to_dict(), f"upgraded {home.url} from version {outcome.previous_version} to "
                                   f"{outcome.version}: {outcome.health} (savepoint {outcome.savepoint})")
     return EXIT_OK
+
+
+def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
+    from airflow_kafka_stream.core.redaction import secret_values
+    from airflow_kafka_stream.ops.upgrade_check import check_upgrade
+
+    found = check_upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
+                          launcher_from(args, home, kafka), options, secrets=secret_values(kafka), say=say)
+    emit(args, found.to_dict(), f"version {found.app_version}: {found.verdict}: {found.reason}"
+                                + ("" if found.would_upgrade else "\nnothing was changed; "
+                                   + ("upgrade with --drop-state" if found.verdict == "needs drop_state"
+                                      else "fix the new version") + " before upgrading"))
+    return EXIT_OK if found.would_upgrade else EXIT_REFUSED
 
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:

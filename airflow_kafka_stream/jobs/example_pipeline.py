@@ -36,6 +36,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.kafka.properties import read_properties
@@ -107,8 +108,9 @@ def spark_session(cores: str):
     return local_session("example_pipeline", cores=cores)
 
 
-def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSink):
-    """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside."""
+def batch_writer(runtime: StreamRuntime, output: str, dead_letters: Callable[[], DeadLetterSink]):
+    """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside
+    (to the sink ``dead_letters()`` gives when the batch runs)."""
     from pyspark.sql import functions as F
 
     output = output_url(output, runtime)
@@ -128,7 +130,7 @@ def batch_writer(runtime: StreamRuntime, output: str, dead_letters: DeadLetterSi
                           .groupBy("key", F.date_trunc("minute", "ts").alias("minute"))
                           .agg(F.sum("amount").alias("amount"), F.count(F.lit(1)).alias("events")))
             per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/{key}")
-            runtime.add_dead_letters(dead_letters.write(bad, batch_id))
+            runtime.add_dead_letters(dead_letters().write(bad, batch_id))
         finally:
             parsed.unpersist()
 
@@ -169,6 +171,19 @@ def output_url(output: str, runtime: StreamRuntime) -> str:
     return spark_url(os.path.abspath(output) if local else output.rstrip("/"), runtime.config.storage_options)
 
 
+def rehearsal_sink(runtime: StreamRuntime, totals: bool):
+    """The job's own batch function pointed at the rehearsal's scratch folder (dead letters too): a standby
+    runs this version's whole code on real records before it may take over (docs/standby.md)."""
+
+    def writer(df, scratch: str):
+        if totals:
+            return df.writeStream.foreachBatch(totals_writer(runtime, scratch))
+        scratch_letters = lambda: DeadLetterSink.from_url(f"{scratch}/dead_letters", {})  # noqa: E731
+        return df.writeStream.foreachBatch(batch_writer(runtime, scratch, scratch_letters))
+
+    return writer
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -199,17 +214,19 @@ def main(argv: list[str] | None = None) -> int:
     # The with block turns an error while the query is built (after read_stream started the heartbeat)
     # into a FAILED status instead of a STARTING heartbeat that makes the job look alive.
     with StreamRuntime(spark, args.home, config) as runtime:
-        events = runtime.read_stream()  # picks the checkpoint generation
-        default_dead_letters = f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}"
-        dead_letters = DeadLetterSink.from_url(args.dead_letter or default_dead_letters, config.client_config())
+        events = runtime.read_stream()
+        # The generation is known once the query runs (a standby builds its query before its go).
+        dead_letters = lambda: DeadLetterSink.from_url(  # noqa: E731
+            args.dead_letter or f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}",
+            config.client_config())
         if args.totals:
-            writer = key_totals(events).writeStream.outputMode("update").foreachBatch(
-                totals_writer(runtime, args.output))
+            query = key_totals(events)
+            writer = query.writeStream.outputMode("update").foreachBatch(totals_writer(runtime, args.output))
         else:
             writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
         writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
             processingTime=args.trigger_interval)
-        result = runtime.run(writer, query_name=config.job_name)
+        result = runtime.run(writer, query_name=config.job_name, rehearsal_sink=rehearsal_sink(runtime, args.totals))
     print(f"example_pipeline {result.summary()}", flush=True)
     spark.stop()
     return result.exit_code

@@ -30,16 +30,24 @@ class StreamStandbyOperator(StreamSubmitOperator):
     comes up in about a driver start, longer on a busy cluster. XCom: the standby's handle (token, version,
     pid, host, log).
 
+    Before READY the standby rehearses the new version's own query on a private copy of the job's state
+    (``docs/standby.md``); a version that the rehearsal finds incompatible fails this task, before any downtime.
+
     :param enabled: whether to use a standby (a bool or a rendered template). Templated.
-    :param ready_timeout_seconds: how long the standby may take to report READY.
+    :param ready_timeout_seconds: how long the standby may take to report READY (its rehearsal included).
+    :param drop_state: the upgrade drops the state (the rehearsal then runs from the offsets alone). Templated.
+    :param rehearsal_timeout_seconds: how long the rehearsal may run before it is ended and reported as such.
     """
 
-    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled")
+    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled", "drop_state")
 
-    def __init__(self, *, enabled: bool | str = True, ready_timeout_seconds: float = 600.0, **kwargs: Any) -> None:
+    def __init__(self, *, enabled: bool | str = True, ready_timeout_seconds: float = 600.0,
+                 drop_state: bool | str = False, rehearsal_timeout_seconds: float = 300.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.enabled = enabled
         self.ready_timeout_seconds = ready_timeout_seconds
+        self.drop_state = drop_state
+        self.rehearsal_timeout_seconds = rehearsal_timeout_seconds
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -55,7 +63,8 @@ class StreamStandbyOperator(StreamSubmitOperator):
         if not running:
             raise AirflowSkipException(f"job {self.job_home} does not run (state {written_state(status)}): "
                                        "there is nothing to take over from, the new version starts cold")
-        handle = launch_standby(home, submission, launcher)
+        handle = launch_standby(home, submission, launcher, rehearse={
+            "drop_state": as_flag(self.drop_state, "drop_state"), "timeout_seconds": self.rehearsal_timeout_seconds})
         self._standby = handle.to_dict()
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)

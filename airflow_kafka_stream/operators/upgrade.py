@@ -174,6 +174,7 @@ def stream_upgrade_task_group(
                                    restore_first=drop_state, **common)
         if standby is not False:
             StreamStandbyOperator(task_id=STANDBY, enabled=standby, ready_timeout_seconds=standby_ready_timeout_seconds,
+                                  drop_state=drop_state,
                                   **waits, **version, **common) >> stop
         savepoint = f"{{{{ ti.xcom_pull(task_ids='{group_id}.{STOP}')['savepoint']['id'] }}}}"
         submit = UpgradeSubmitOperator(

@@ -39,12 +39,20 @@ from airflow_kafka_stream.storage.processes import end_process, process_alive
 log = logging.getLogger(__name__)
 
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
-                   now: datetime | None = None) -> StandbyHandle:
+                   now: datetime | None = None, rehearse: Mapping[str, Any] | None = None) -> StandbyHandle:
     """Start ``submission``'s driver as a standby of the running job (step 1 of the module docstring); the
-    submission is recorded, so a rollback or a watchdog restart later starts this version the same way."""
+    submission is recorded, so a rollback or a watchdog restart later starts this version the same way.
+
+    ``rehearse`` tells the standby's rehearsal of the new query (``runtime/rehearsal.py``) what the upgrade
+    will do: ``drop_state``, ``timeout_seconds``, and ``check`` for a compatibility check, which only reports
+    (it may run beside a stopped job, and records no submission: it never takes over).
+    """
     now = now or datetime.now(UTC)
     app_version = submission.app_version
-    with recorded_operation(home, "standby-launch", {"app_version": app_version}, by=by) as record:
+    rehearse = dict(rehearse or {})
+    check = bool(rehearse.get("check"))
+    with recorded_operation(home, "standby-launch", {"app_version": app_version, "rehearse": rehearse},
+                            by=by) as record:
         found = home.standby_record()
         if found and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
             raise JobStateError(
@@ -52,7 +60,7 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
                 "(only one can take over). Let its upgrade finish or fail; an abandoned standby ends itself when "
                 "its heartbeat stops or its wait for a go times out")
         running, status = job_is_running(home, now)
-        if not running:
+        if not running and not check:
             raise JobStateError(
                 f"job {home.url} does not run (state {written_state(status)}): a standby takes over from a "
                 f"running version during an upgrade. Submit version {app_version} instead; nothing was changed")
@@ -62,8 +70,9 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
         handle = StandbyHandle(token, str(app_version), driver.pid, driver.host, driver.log, now.isoformat())
         home.write_standby_record({"state": rules.LAUNCHED, "token": token, "version": str(app_version),
                                             "pid": driver.pid, "host": driver.host, "log": driver.log,
-                                            "launched_at": now.isoformat()})
-        record_submission(home, submission, now)
+                                            "launched_at": now.isoformat(), "rehearse": rehearse})
+        if not check:
+            record_submission(home, submission, now)
         record["before"] = {"state": written_state(status), "version": home.spec().get("version")}
         record["after"] = handle.to_dict()
         log.info("standby of version %s launched for %s: pid %s, log %s", app_version, home.url, driver.pid,

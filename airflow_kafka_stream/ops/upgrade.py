@@ -5,8 +5,9 @@ same steps as tasks, and its ``outcome`` task asks :func:`decide_outcome`, so a 
 reach the same outcome and write the same history records:
 
 0. With ``standby`` (default) and a running job, the new version comes up beside the old one as a warm
-   standby (``ops.standby``). If it is not READY in time it is ended and the upgrade fails before any
-   downtime: the old version keeps running.
+   standby (``ops.standby``) and rehearses its own query on a private copy of the job's state
+   (``runtime/rehearsal.py``). If the rehearsal finds it incompatible, or it is not READY in time, it is
+   ended and the upgrade fails before any downtime: the old version keeps running, never asked to stop.
 1. The old version stops with a savepoint, pinned (kept out of housekeeping) because a rollback needs it.
    If this fails, nothing changed.
 2. With ``drop_state``, a new checkpoint generation seeded at the savepoint's offsets.
@@ -67,11 +68,16 @@ class UpgradeOptions:
     stop_timeout_seconds: float = 300.0
     start_timeout_seconds: float = 600.0
     standby_ready_timeout_seconds: float = 600.0
+    rehearsal_timeout_seconds: float = 300.0
     poll_seconds: float = 1.0
+
+    def rehearsal_request(self, check: bool = False) -> dict[str, Any]:
+        """What the standby's rehearsal is told (``runtime/rehearsal.py``)."""
+        return {"drop_state": self.drop_state, "timeout_seconds": self.rehearsal_timeout_seconds, "check": check}
 
     def __post_init__(self) -> None:
         for name in ("health_timeout_seconds", "stop_timeout_seconds", "start_timeout_seconds",
-                     "standby_ready_timeout_seconds", "poll_seconds"):
+                     "standby_ready_timeout_seconds", "rehearsal_timeout_seconds", "poll_seconds"):
             if not float(getattr(self, name)) > 0:
                 raise InvalidInputError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}",
                                         setting=name)
@@ -170,7 +176,7 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
                 handle = live
             else:  # refused while another version's standby lives: that one is not ours to end
                 say(f"starting version {new.app_version} as a warm standby")
-                handle = launch_standby(home, new, launcher, by=by)
+                handle = launch_standby(home, new, launcher, by=by, rehearse=options.rehearsal_request())
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
         say("stopping the running version with a savepoint")
         stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=min(options.poll_seconds, 1.0),

@@ -8,8 +8,11 @@ settings Spark's Hadoop file systems use. Part of :class:`~airflow_kafka_stream.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
+from airflow_kafka_stream.source.binding import BINDING_OPTION, write_binding
 from airflow_kafka_stream.source.source import placement_of
 from airflow_kafka_stream.source.source_options import parse_source_options
 
@@ -51,8 +54,28 @@ class SourceSetup:
         return options
 
     def read_stream(self):
-        """A streaming DataFrame of the job's topics (Spark Kafka source columns)."""
+        """A streaming DataFrame of the job's topics (Spark Kafka source columns).
+
+        A standby returns it at once, before its go: the job builds its query, the standby rehearses it
+        (``run``), and after the go starts that same query. Its options then come from a binding file
+        (``source/binding.py``) that the runtime writes before each start.
+        """
+        if self._standing_by():
+            options = self._source_options(self.config.starting_offsets)
+            self._binding_file = os.path.join(tempfile.mkdtemp(prefix="stream-binding-"), "binding.json")
+            write_binding(self._binding_file, options)
+            options[BINDING_OPTION] = self._binding_file
+            return self.spark.readStream.format(SOURCE_FORMAT).options(**options).load()
         return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
+
+    def _standing_by(self) -> bool:
+        """Whether this driver is a standby that has not taken the job yet."""
+        return self.standby is not None and not self.standby.went and not self._prepared
+
+    def _bind_for_run(self) -> None:
+        """Before the query built in standby starts for real: its options for the job's generation."""
+        if self._binding_file is not None:
+            write_binding(self._binding_file, self.source_options())
 
     def spark_checkpoint_location(self) -> str:
         """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.
@@ -60,10 +83,16 @@ class SourceSetup:
         The job home is named for fsspec (a local path, ``s3://``); Spark needs ``file://`` (a bare path means
         the cluster's default file system) and ``s3a://``, and the same credentials and endpoint.
         """
-        from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
+        from airflow_kafka_stream.core.cluster import spark_url
 
-        options = self.config.storage_options
-        found = hadoop_settings(self.home.url, options)
+        self._set_hadoop_settings()
+        return spark_url(str(self.checkpoint_location), self.config.storage_options)
+
+    def _set_hadoop_settings(self) -> None:
+        """The job home's storage options as the Hadoop settings of Spark's file systems."""
+        from airflow_kafka_stream.core.cluster import hadoop_settings
+
+        found = hadoop_settings(self.home.url, self.config.storage_options)
         if found.unmapped:
             log.warning("job %s: storage option(s) %s have no Hadoop counterpart and do not reach Spark; set their "
                         "spark.hadoop.* equivalent in the Spark configuration", self.config.job_name,
@@ -71,4 +100,3 @@ class SourceSetup:
         hadoop = self.spark.sparkContext._jsc.hadoopConfiguration()
         for key, value in found.all.items():
             hadoop.set(key, value)
-        return spark_url(str(self.checkpoint_location), options)

@@ -90,6 +90,18 @@ class Standby:
         log.info("standby of version %s for %s: go by %s, taking over", self.version, self.home.url, go.get("by"))
         return go
 
+    def rehearsal_request(self) -> dict[str, Any]:
+        """What the upgrade that launched this standby asked of its rehearsal (``drop_state``, ``check``,
+        ``timeout_seconds``), as its launch record says; empty for a standby launched without one."""
+        asked = self._doc.get("rehearse")
+        return dict(asked) if isinstance(asked, Mapping) else {}
+
+    def note_rehearsal(self, result: Mapping[str, Any]) -> None:
+        """The rehearsal's verdict, in the record the control plane reads."""
+        with self._lock:
+            self._doc["rehearsal"] = dict(result)
+            self._write_locked()
+
     def took_over(self) -> None:
         """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
         self.end(rules.ACTIVE, None)

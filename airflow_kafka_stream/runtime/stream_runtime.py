@@ -54,6 +54,7 @@ from airflow_kafka_stream.runtime.lag_sampler import LagSampler
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.metrics import RuntimeMetrics
 from airflow_kafka_stream.runtime.progress import BatchProgress
+from airflow_kafka_stream.runtime.rehearsal import RehearsalSink
 from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.runtime.supervision import Supervision
@@ -105,13 +106,15 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._status_thread: threading.Thread | None = None
         self._closing = threading.Event()
         self._prepared = False
+        self._rehearsing = False
         self._finished: RunResult | None = None
         self._note: str | None = None
         self._drain_overdue = False
         self._fence_reason: str | None = None
         self._last_beat_ok = time.monotonic()
         self._last_request: dict[str, Any] | None = None
-        self.generation: int | None = None
+        self._generation: int | None = None
+        self._binding_file: str | None = None
         self.checkpoint_location: str | None = None
         self.starting_offsets: str = config.starting_offsets
         self.committer = GroupCommitter(KafkaGroupCommit(config.client_config(), config.group_id))
@@ -119,6 +122,21 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
                                         config.standby_max_wait_seconds)
 
     # -- the job's code between prepare and run ----------------------------------------------------
+    @property
+    def generation(self) -> int | None:
+        """The checkpoint generation this run uses. A standby knows it only after its go: read here before
+        ``run``, it makes the standby wait for the go first (its query is then not rehearsed); a batch
+        function reads it when its batch runs, and during the rehearsal it is 0."""
+        if self._generation is None and self.standby is not None and not self.standby.went:
+            if self._rehearsing:
+                return 0
+            self.prepare()
+        return self._generation
+
+    @generation.setter
+    def generation(self, value: int | None) -> None:
+        self._generation = value
+
     def __enter__(self) -> StreamRuntime:
         return self
 
@@ -149,12 +167,20 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
             self._dead_letters += count
 
     # -- running --------------------------------------------------------------------------------
-    def run(self, writer, query_name: str | None = None) -> RunResult:
-        """Start the query from ``writer`` (a DataStreamWriter) and supervise it until it ends."""
+    def run(self, writer, query_name: str | None = None, rehearsal_sink: RehearsalSink | None = None) -> RunResult:
+        """Start the query from ``writer`` (a DataStreamWriter) and supervise it until it ends.
+
+        A standby first rehearses the query (Spark's ``noop`` sink, or ``rehearsal_sink(df, scratch_url)``: a
+        writer of the same query's DataFrame pointed at the scratch folder, for a job whose sink is safe to
+        rehearse there) and waits for its go; see ``runtime/rehearsal.py``.
+        """
         if self._finished is not None:
             raise JobStateError(f"job {self.config.job_name}: this runtime already ended ({self._finished.state}); "
                                 "a StreamRuntime runs one query: create a new one to start again")
+        if self._standing_by() and self._binding_file is not None:
+            self.prepare(warm_up=lambda: self._rehearse_writer(writer, rehearsal_sink))
         self.prepare()
+        self._bind_for_run()
         if self.metrics is not None:
             self.metrics.start()
         batch_listener = BatchListener(self._on_batch)
@@ -178,6 +204,18 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
             self._restore_sigterm_handler(previous_handler)
             self._remove_listener(batch_listener.listener)
         return self._finish(clear_request=by_request)
+
+    def _rehearse_writer(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
+        if getattr(writer, "_df", None) is None:
+            log.warning("job %s: the writer has no DataFrame to rehearse (not a classic DataStreamWriter); "
+                        "rehearsing the source alone", self.config.job_name)
+            self._warm_up()
+            return
+        self._rehearsing = True
+        try:
+            self._rehearse_query(writer, rehearsal_sink)
+        finally:
+            self._rehearsing = False
 
     def _on_batch(self, progress: BatchProgress) -> None:
         offsets = progress.end_offsets

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_started_position
@@ -38,19 +38,24 @@ log = logging.getLogger(__name__)
 START_LOCK_WAIT_SECONDS = 30.0
 
 
+class RehearsalRefused(JobStateError):
+    """The standby's rehearsal found that the new version must not take over (the upgrade ends before the stop)."""
+
+
 class Takeover:
     """StreamRuntime's start: prepare (stand by if a standby), then take the job under its lock."""
 
-    def prepare(self) -> None:
+    def prepare(self, warm_up: Callable[[], None] | None = None) -> None:
         """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat.
 
-        A standby first waits for its go (warmed up, touching nothing of the running job).
+        A standby first waits for its go (warmed up by ``warm_up``, by default the source's rehearsal,
+        touching nothing of the running job).
         """
         if self._prepared:
             return
         standby = self.standby
         if standby is not None and not standby.went:
-            standby.stand_by(self._warm_up)
+            standby.stand_by(warm_up or self._warm_up)
             self._started_at = utc_now()  # this driver's run as the job's driver starts now
         try:
             self._take_job()
@@ -62,18 +67,54 @@ class Takeover:
             standby.took_over()
 
     def _warm_up(self) -> None:
-        """A standby's work before READY: what takes time and touches nothing of the running job.
+        """A standby's work before READY when its job reads what it may know only after the go (its generation)
+        before it builds its query: what takes time and touches nothing of the running job.
 
         The job home and its savepoints are read (a restore will need them), and the source runs once
         with the job's options into a scratch folder (see :func:`~airflow_kafka_stream.runtime.standby.rehearse`).
+        The full rehearsal of the job's own query is :meth:`_rehearse_query`.
         """
-        self.home.require()
-        if self.home.fs.exists(self.home.p(*layout.SAVEPOINTS)):
-            self.home.fs.ls(self.home.p(*layout.SAVEPOINTS))
+        self._read_home()
+        self.standby.note_rehearsal({"verdict": "not rehearsed", "reason": (
+            "the job read runtime.generation (or the source options) before it built its query, so its standby "
+            "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
         options = self._source_options(self.config.starting_offsets)
         running = self.home.status_document()
         seconds = rehearse(self.spark, SOURCE_FORMAT, options, running.last_offsets if running else None)
         log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
+        BatchListener(self._on_batch)  # the listener's py4j classes
+
+    def _read_home(self) -> None:
+        self.home.require()
+        if self.home.fs.exists(self.home.p(*layout.SAVEPOINTS)):
+            self.home.fs.ls(self.home.p(*layout.SAVEPOINTS))
+
+    def _rehearse_query(self, writer, rehearsal_sink) -> None:
+        """A standby's work before READY: the job's own query rehearsed on a private copy of its state
+        (``runtime/rehearsal.py``); raises RehearsalRefused when the verdict does not let this upgrade go on."""
+        from airflow_kafka_stream.core.cluster import spark_url
+        from airflow_kafka_stream.core.rehearsal import RehearsalResult
+        from airflow_kafka_stream.runtime.rehearsal import RehearsalSetup, rehearse
+
+        self._read_home()
+        asked = self.standby.rehearsal_request()
+        checkpoint = self.home.checkpoint_url(self.home.current_generation()) if (
+            self.home.current_generation() is not None) else None
+        if checkpoint is None:
+            result = RehearsalResult.of({"verdict": "not rehearsed", "reason": "the job has no checkpoint yet"})
+        else:
+            self._set_hadoop_settings()
+            setup = RehearsalSetup(
+                home=self.home, token=self.standby.token, checkpoint_url=checkpoint, binding_file=self._binding_file,
+                options=self._source_options(self.config.starting_offsets), drop_state=bool(asked.get("drop_state")),
+                timeout_seconds=float(asked.get("timeout_seconds") or 300.0), sink=rehearsal_sink,
+                spark_url=lambda url: spark_url(url, self.config.storage_options))
+            result = rehearse(self.spark, writer, setup)
+        log.info("job %s: the standby's rehearsal: %s (%s)", self.config.job_name, result.verdict, result.reason)
+        self.standby.note_rehearsal(result.to_dict())
+        if not asked.get("check") and not result.acceptable(bool(asked.get("drop_state"))):
+            raise RehearsalRefused(f"the rehearsal of version {self.config.app_version} before the stop: "
+                                   f"{result.verdict}: {result.reason}")
         BatchListener(self._on_batch)  # the listener's py4j classes
 
     def _take_job(self) -> None:

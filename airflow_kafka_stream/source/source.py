@@ -42,6 +42,7 @@ from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.source import arrow_rows, offsets_text
+from airflow_kafka_stream.source.binding import binding_path, bound_options
 from airflow_kafka_stream.source.control_files import stop_requested, write_drained, write_start_offsets
 from airflow_kafka_stream.source.native_reader import native_unavailable_reason
 from airflow_kafka_stream.source.offset_ranges import (
@@ -108,8 +109,11 @@ class KafkaStreamDataSource(DataSource):
         # Called in the Python process that serves this source's offsets to Spark: store them as the JVM
         # connector does (compact JSON), without changing the text of offsets Spark already holds.
         offsets_text.install_in_runner()
-        planner = KafkaStreamReader(self.parsed)
-        placement = placement_of(self.parsed)
+        # A query built once and started more than once (a standby's rehearsal, then its run) reads the options
+        # of each start from its binding file; the instance was pickled when the DataFrame was defined.
+        parsed = parse_source_options(bound_options(self.options)) if binding_path(self.options) else self.parsed
+        planner = KafkaStreamReader(parsed)
+        placement = placement_of(parsed)
         if placement.mode == READ_ON_EXECUTORS:
             return planner
         from airflow_kafka_stream.source.driver_reader import KafkaDriverReader
@@ -260,6 +264,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 tp: min(high, max(effective[tp], self._available_now_target.get(tp, effective[tp])))
                 for tp, high in end.items()
             }
+        if self.options.end_offsets is not None:  # a rehearsal reads a bounded stretch
+            end = {tp: max(effective[tp], min(high, self.options.end_offsets.get(tp, effective[tp])))
+                   for tp, high in end.items()}
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(effective, end, limit.max_rows)
         return end

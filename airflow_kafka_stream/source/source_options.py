@@ -82,7 +82,8 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.core.offsets import TopicPartition, parse_offsets_json
+from airflow_kafka_stream.errors import CheckpointFormatError, InvalidInputError
 from airflow_kafka_stream.source.option_values import boolean, non_negative_int, positive_int, text
 from airflow_kafka_stream.source.subscription import (
     ASSIGN,
@@ -136,6 +137,8 @@ KNOWN_OPTIONS = (
     "kafkaConsumer.allowPythonFallback",
     "drainPath",
     "startOffsetsPath",
+    "bindingPath",
+    "rehearsalEndOffsets",
 )
 
 #: Options of Spark's Kafka source that are accepted and have no effect here.
@@ -190,6 +193,8 @@ class SourceOptions:
     read_mode: str = READ_AUTO
     driver_read_max_records: int = DEFAULT_DRIVER_READ_MAX_RECORDS
     driver_read_max_bytes: int = DEFAULT_DRIVER_READ_MAX_BYTES
+    #: Offsets no batch reads past (an upgrade rehearsal's bound; set by the runtime, not by users).
+    end_offsets: Mapping[TopicPartition, int] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -227,7 +232,18 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         read_mode=read_mode,
         driver_read_max_records=positive_int(opts, "driverReadMaxRecords") or DEFAULT_DRIVER_READ_MAX_RECORDS,
         driver_read_max_bytes=positive_int(opts, "driverReadMaxBytes") or DEFAULT_DRIVER_READ_MAX_BYTES,
+        end_offsets=_end_offsets(opts),
     )
+
+
+def _end_offsets(opts: Mapping[str, str]) -> dict[TopicPartition, int] | None:
+    given = text(opts, "rehearsalEndOffsets")
+    if given is None:
+        return None
+    try:
+        return parse_offsets_json(given)
+    except CheckpointFormatError as exc:
+        raise InvalidInputError(f"option rehearsalEndOffsets: {exc}") from None
 
 
 def _read_mode(opts: Mapping[str, str]) -> str:

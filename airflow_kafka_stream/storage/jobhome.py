@@ -195,6 +195,12 @@ class JobHome(ControlFiles, JobLock):
     def savepoints_url(self) -> str:
         return self.url_of(*layout.SAVEPOINTS)
 
+    def rehearsal_url(self, token: str) -> str:
+        """A standby's private scratch area (``rehearsals/<token>``): nothing of the job reads it."""
+        if not layout.is_segment(token):
+            raise InvalidInputError(f"rehearsal token {token!r} is not one path segment")
+        return self.url_of(*layout.REHEARSALS, token)
+
     def savepoint_url(self, savepoint_id: str) -> str:
         if not layout.is_segment(savepoint_id):
             raise InvalidInputError(f"savepoint id {savepoint_id!r} is invalid: an id is one path segment; give the "

@@ -26,6 +26,8 @@ Layout (any fsspec URL)::
     <home>/generations/<NNNN>.json       how each generation started (written last: it makes it current)
     <home>/generations/<NNNN>.start.json the offsets the generation's first batch starts at, when given
     <home>/savepoints/<id>/              immutable savepoints
+    <home>/rehearsals/<token>/           a standby's private rehearsal (a scratch copy of the checkpoint, its
+                                         output); removed when the rehearsal ends
     <home>/logs/<name>                   the logs of drivers launched by the control plane
     <home>/history.jsonl                 append-only record of every operation (object stores: with history/,
                                          one object a record until the lock holder folds them in)
@@ -60,6 +62,7 @@ GENERATIONS: Name = ("generations",)
 SAVEPOINTS: Name = ("savepoints",)
 SUBMISSIONS: Name = ("submissions",)
 LOGS: Name = ("logs",)
+REHEARSALS: Name = ("rehearsals",)
 
 #: Digits of a generation's number in its names (0001).
 GENERATION_WIDTH = 4

@@ -39,8 +39,8 @@ PARTITIONS = 2
 class RunningJob:
     """The module's job: its home, its drivers (old versions, standbys), started as detached processes."""
 
-    def __init__(self, work: Path, bootstrap: str):
-        self.work, self.bootstrap = work, bootstrap
+    def __init__(self, work: Path, bootstrap: str, extra: tuple[str, ...] | list[str] = ()):
+        self.work, self.bootstrap, self.extra = work, bootstrap, list(extra)
         self.topic = create_topic(bootstrap, unique("standby"), PARTITIONS)
         self.home, self.output, self.group = work / "home", work / "out", unique("standby-group")
         self.jobhome = JobHome(str(self.home))
@@ -51,7 +51,7 @@ class RunningJob:
         program = [str(app)] if app else ["-m", "airflow_kafka_stream.jobs.example_pipeline"]
         args = ["--home", str(self.home), "--bootstrap", self.bootstrap, "--topic", self.topic, "--group", self.group,
                 "--output", str(self.output), "--heartbeat-seconds", "3", "--app-version", version,
-                "--trigger-interval", "500 milliseconds"]
+                "--trigger-interval", "500 milliseconds", *self.extra]
         out = open(log or self.work / f"driver-{version}-{len(self.procs)}.log", "ab")  # noqa: SIM115 - the driver's
         proc = subprocess.Popen([sys.executable, *program, *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, **(env or {})}, start_new_session=True)

@@ -77,6 +77,10 @@ NO_SETTING = {
     ("core/reset_strategy.py", "parse_strategy", "OffsetPlanError"): (1, "the caller's clock, not input"),
     ("core/reset_plan.py", "_planned_row", "OffsetPlanError"): (1, "the caller fetched no watermarks: a bug"),
     ("core/reset_plan.py", "_requested", "OffsetPlanError"): (1, "the caller looked up no offsets: a bug"),
+    ("core/state_metadata.py", "*", "CheckpointFormatError"):
+        (3, "a state metadata file Spark wrote is unreadable: reported for its operator, not set"),
+    ("core/state_schema.py", "*", "CheckpointFormatError"):
+        (3, "a state schema file Spark wrote is unreadable: reported for its store, not set"),
     ("core/savepoint_manifest.py", "*", "SavepointError"):
         (5, "a damaged or foreign savepoint: another savepoint is chosen, not a setting"),
     ("core/sink.py", "sink_from_spec", "InvalidInputError"):

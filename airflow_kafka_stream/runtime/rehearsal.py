@@ -1,0 +1,349 @@
+"""A standby's full rehearsal: the new version's own query on a private copy of the running job's state.
+
+Before an upgrade asks the old version to stop, the standby runs the query the new version built (the
+user's DataFrame, its transformations and stateful operators) on a scratch checkpoint under
+``<home>/rehearsals/<token>/``: a live copy of the job's checkpoint at its second newest committed batch
+plus the newest batch's offsets, so Spark re-runs the job's last batch from the state before it (real
+records, however idle the topic) and loads the real state into the new operators, checking its schema.
+Then at most :data:`MAX_BATCHES` more batches of newer records, each at most :data:`BATCH_RECORDS`
+records. The sink is replaced by Spark's ``noop`` sink, or by the job's own rehearsal sink (a writer
+pointed at a scratch folder, ``run(..., rehearsal_sink=...)``), and the source gets its own stop
+handshake and start record. Nothing of the job is written: its checkpoint, group (only the runtime
+commits to it), status, lock and output stay untouched; the scratch area is removed afterwards.
+
+A state failure (see ``core.rehearsal``) is rehearsed again without state, from the same offsets, to
+tell ``needs drop_state`` from ``fails``. A failure on a record is narrowed to the record's partition
+and offset by re-running stateless rehearsals on halves of the stretch (at most :data:`MAX_LOCATE_RUNS`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, to_nested
+from airflow_kafka_stream.core.rehearsal import (
+    FailureKind,
+    RehearsalResult,
+    Verdict,
+    failure_kind,
+    python_error,
+    spark_error_line,
+    state_failure_reason,
+)
+from airflow_kafka_stream.source.binding import write_binding
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+log = logging.getLogger(__name__)
+
+#: Newer batches a rehearsal runs after re-running the job's last one, and the records each may read.
+MAX_BATCHES = 3
+BATCH_RECORDS = 1000
+#: Stateless re-runs a failed rehearsal may spend finding the record its new code fails on.
+MAX_LOCATE_RUNS = 14
+#: Seconds a single locating run may take.
+LOCATE_RUN_SECONDS = 60.0
+
+#: Builds the rehearsal's writer from the query's DataFrame and a scratch folder (fsspec URL) for its output.
+RehearsalSink = Callable[[Any, str], Any]
+
+
+@dataclass(frozen=True)
+class RehearsalSetup:
+    """Where and how one rehearsal runs."""
+
+    home: JobHome
+    token: str
+    checkpoint_url: str  # the job's current checkpoint (read only)
+    binding_file: str  # the query's bindingPath
+    options: Mapping[str, str]  # the job's source options (its own start offsets, drain path...)
+    drop_state: bool = False
+    timeout_seconds: float = 300.0
+    sink: RehearsalSink | None = None
+    spark_url: Callable[[str], str] = str  # names a job-home URL for Spark's Hadoop file systems
+    output_mode: str | None = None  # the job's writer's, when known
+
+
+#: Sinks that need no lookup: they are part of Spark, or the job's own code (which the rehearsal runs).
+BUILT_IN_SINKS = ("foreachBatch", "foreach", "noop", "memory", "console")
+
+
+def writer_facts(writer) -> dict[str, str]:
+    """The sink format and output mode a DataStreamWriter was given (read from the JVM object; empty when it
+    cannot be read, e.g. under Spark Connect)."""
+    found: dict[str, str] = {}
+    try:
+        jwrite = writer._jwrite
+        for name, key in (("source", "source"), ("outputMode", "output_mode")):
+            field = jwrite.getClass().getDeclaredField(name)
+            field.setAccessible(True)
+            value = field.get(jwrite)
+            if value is not None:
+                found[key] = str(value.toString()) if key == "output_mode" else str(value)
+    except Exception as exc:  # noqa: BLE001 - only a better rehearsal depends on it
+        log.debug("could not read the writer's sink and output mode: %s", exc)
+    if "output_mode" in found:
+        found["output_mode"] = found["output_mode"].lower()
+    return found
+
+
+def sink_refusal(spark, source: str | None) -> str | None:
+    """Why the writer's sink cannot be opened (its format is not installed), None when it can or is the job's
+    own code."""
+    if not source or source in BUILT_IN_SINKS:
+        return None
+    try:
+        spark._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            source, spark._jsparkSession.sessionState().conf())
+    except Exception as exc:  # noqa: BLE001 - the verdict
+        return f"the new version's sink (format {source!r}) cannot be opened: {spark_error_line(str(exc))}"
+    return None
+
+
+def rehearse(spark, writer, setup: RehearsalSetup) -> RehearsalResult:
+    """Run the rehearsal of the module docstring on ``writer``'s query (a classic DataStreamWriter); the verdict,
+    never an exception for the query's failures."""
+    started = time.monotonic()
+    facts = writer_facts(writer)
+    refused = sink_refusal(spark, facts.get("source"))
+    if refused is not None:
+        return RehearsalResult(Verdict.FAILS, refused, seconds=time.monotonic() - started,
+                               details={"failure": str(FailureKind.SINK)})
+    df = writer._df
+    if facts.get("output_mode"):
+        setup = replace(setup, output_mode=facts["output_mode"])
+    scratch = setup.home.rehearsal_url(setup.token)
+    fs = setup.home.fs
+    try:
+        result = _rehearse(spark, df, setup, scratch, started)
+    finally:
+        try:
+            if fs.exists(_path(setup.home, scratch)):
+                fs.rm(_path(setup.home, scratch), recursive=True)
+        except OSError as exc:  # noqa: PERF203 - the next rehearsal of this home clears it
+            log.warning("could not remove the rehearsal's scratch area %s: %s", scratch, exc)
+    return replace(result, seconds=time.monotonic() - started)
+
+
+def _path(home: JobHome, url: str) -> str:
+    return home.fs._strip_protocol(url)
+
+
+def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) -> RehearsalResult:
+    position = read_position(setup.checkpoint_url, setup.home.storage_options)
+    if position.batch_id is None:
+        return RehearsalResult(Verdict.NOT_REHEARSED, "the job has no committed batch yet: there is no state and "
+                               "no record position to rehearse on", with_state=False)
+    copy = _copy_checkpoint(setup, f"{scratch}/copy")
+    deadline = started + setup.timeout_seconds
+    if not setup.drop_state:
+        run = _run(spark, df, setup, scratch, 0, copy, deadline, with_state=True)
+        if run.failure is None or run.kind is not FailureKind.STATE:
+            return run.result(setup, with_state=True)
+        log.warning("rehearsal with the job's state failed (%s); rehearsing from its offsets alone", run.reason)
+        stateless = _run(spark, df, setup, scratch, 1, copy, deadline, with_state=False)
+        if stateless.failure is None:
+            return RehearsalResult(Verdict.NEEDS_DROP_STATE, run.reason, batches=stateless.batches,
+                                   records=stateless.records, with_state=False)
+        return stateless.result(setup, with_state=False, state_reason=run.reason)
+    return _run(spark, df, setup, scratch, 0, copy, deadline, with_state=False).result(setup, with_state=False)
+
+
+@dataclass
+class _Copy:
+    """The scratch copy: the batch Spark re-runs in it and the offsets that batch starts and ends at."""
+
+    url: str
+    rerun_batch: int
+    start: PartitionOffsets  # where the re-run batch starts (the state's position)
+    end: PartitionOffsets
+
+
+def _copy_checkpoint(setup: RehearsalSetup, target: str) -> _Copy:
+    from airflow_kafka_stream.checkpoint.rehearsal_copy import copy_for_rehearsal
+
+    found = copy_for_rehearsal(setup.checkpoint_url, target, setup.home.storage_options)
+    return _Copy(target, found.rerun_batch, found.start, found.end)
+
+
+@dataclass
+class _Run:
+    failure: str | None
+    started: bool
+    batches: int
+    records: int
+    timed_out: bool
+    reason: str = ""
+    kind: FailureKind | None = None
+    located: str | None = None
+
+    def result(self, setup: RehearsalSetup, with_state: bool, state_reason: str | None = None) -> RehearsalResult:
+        if self.timed_out:
+            return RehearsalResult(Verdict.TIMED_OUT, f"the rehearsal outlived its time limit of "
+                                   f"{setup.timeout_seconds:.0f}s after {self.batches} batch(es); it was ended, so "
+                                   "nothing is known about the new version", batches=self.batches,
+                                   records=self.records, with_state=with_state)
+        if self.failure is None:
+            return RehearsalResult(Verdict.COMPATIBLE, f"the new version ran {self.batches} batch(es), "
+                                   f"{self.records} records" + (" on the job's state" if with_state else
+                                                                 " from the job's offsets (without state)"),
+                                   batches=self.batches, records=self.records, with_state=with_state)
+        reason = self.located or self.reason
+        if state_reason:
+            reason = f"{state_reason}; without state it fails too: {reason}"
+        return RehearsalResult(Verdict.FAILS, reason, batches=self.batches, records=self.records,
+                               with_state=with_state, details={"failure": str(self.kind)})
+
+
+def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Copy, deadline: float,
+         with_state: bool, end: PartitionOffsets | None = None, start: PartitionOffsets | None = None,
+         max_batches: int = MAX_BATCHES + 1) -> _Run:
+    """One rehearsal query: on the scratch copy (``with_state``), or on an empty checkpoint starting at the copy's
+    re-run batch (``start``), up to ``end`` when given."""
+    checkpoint = copy.url if with_state else f"{scratch}/checkpoint-{attempt}"
+    options = {**setup.options,
+               "drainPath": f"{scratch}/control-{attempt}",
+               "startOffsetsPath": f"{scratch}/start-{attempt}.json",
+               "startingOffsets": _json(start or copy.start),
+               "maxOffsetsPerTrigger": str(min(int(setup.options.get("maxOffsetsPerTrigger") or BATCH_RECORDS),
+                                               BATCH_RECORDS))}
+    if end is not None:
+        options["rehearsalEndOffsets"] = _json(end)
+    options.pop("bindingPath", None)
+    write_binding(setup.binding_file, options)
+    query = None
+    try:
+        query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(checkpoint))
+    except Exception as exc:  # noqa: BLE001 - the new version's query could not start: its verdict
+        text = str(exc)
+        kind = failure_kind(text, started=False)
+        reason = state_failure_reason(text) if kind is FailureKind.STATE else (
+            f"the new version's query could not start: {spark_error_line(text)}")
+        return _Run(text, False, 0, 0, False, reason, kind)
+    try:
+        timed_out = _await(query, deadline, max_batches)
+        failure = query.exception()
+    finally:
+        if query.isActive:
+            query.stop()
+    batches, records = _counted(query)
+    if failure is None:
+        return _Run(None, True, batches, records, timed_out)
+    text = str(failure)
+    kind = failure_kind(text, started=True)
+    if kind is FailureKind.STATE:
+        return _Run(text, True, batches, records, False, state_failure_reason(text), kind)
+    reason = f"the new version raised {python_error(text)}" if kind is FailureKind.RECORD else (
+        f"the new version failed: {spark_error_line(text)}")
+    run = _Run(text, True, batches, records, False, reason, kind)
+    if kind is FailureKind.RECORD:
+        run.located = _locate(spark, df, setup, scratch, copy, deadline, reason)
+    return run
+
+
+def _start(df, setup: RehearsalSetup, output: str, checkpoint: str):
+    """Start the rehearsal's writer: the job's rehearsal sink or ``noop``; append mode, else update (aggregations)."""
+    last: Exception | None = None
+    for mode in ([setup.output_mode] if setup.output_mode in ("append", "update", "complete") else
+                 ["append", "update"]):
+        writer = setup.sink(df, output) if setup.sink is not None else df.writeStream.format("noop")
+        try:
+            return (writer.outputMode(mode).trigger(availableNow=True)
+                    .option("checkpointLocation", checkpoint).start())
+        except Exception as exc:  # noqa: BLE001 - an output mode the query does not support
+            if "STREAMING_OUTPUT_MODE" not in str(exc) and "output mode" not in str(exc).lower():
+                raise
+            last = exc
+    raise last  # type: ignore[misc]
+
+
+def _await(query, deadline: float, max_batches: int) -> bool:
+    """Wait until the query ended or ran ``max_batches`` batches; True when the deadline came first."""
+    while query.isActive:
+        if _counted(query)[0] >= max_batches:
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        try:
+            query.awaitTermination(0.2)
+        except Exception:  # noqa: BLE001 - a failed query: query.exception() has it
+            return False
+    return False
+
+
+def _counted(query) -> tuple[int, int]:
+    progress = [p for p in query.recentProgress if "commitOffsets" in (p.get("durationMs") or {})
+                or p.get("numInputRows")]
+    return len(progress), sum(int(p.get("numInputRows") or 0) for p in progress)
+
+
+def _json(offsets: PartitionOffsets) -> str:
+    import json
+
+    return json.dumps(to_nested(offsets), separators=(",", ":"), sort_keys=True)
+
+
+def _locate(spark, df, setup: RehearsalSetup, scratch: str, copy: _Copy, deadline: float, reason: str) -> str | None:
+    """Narrow a failure on a record to its partition and offset, with stateless runs over parts of the stretch
+    the failed rehearsal read (its re-run batch's range). None when it cannot be narrowed in time."""
+    runs = 0
+
+    def fails(end: PartitionOffsets) -> bool | None:
+        nonlocal runs
+        if runs >= MAX_LOCATE_RUNS or time.monotonic() >= deadline:
+            return None
+        runs += 1
+        result = _run_plain(spark, df, setup, scratch, 100 + runs, copy,
+                            min(deadline, time.monotonic() + LOCATE_RUN_SECONDS), end)
+        return result
+
+    for tp in sorted(copy.end, key=str):
+        low, high = copy.start.get(tp, copy.end[tp]), copy.end[tp]
+        if high <= low:
+            continue
+        only = {**copy.start, tp: high}
+        verdict = fails(only)
+        if verdict is None:
+            return None
+        if not verdict:
+            continue
+        while high - low > 1:  # the failing record is in [low, high): find the smallest failing end
+            middle = (low + high) // 2
+            verdict = fails({**copy.start, tp: middle})
+            if verdict is None:
+                return f"{reason} on {_name(tp)} at an offset in [{low}, {high})"
+            low, high = (low, middle) if verdict else (middle, high)
+        return f"{reason} on {_name(tp)} offset {low}"
+    return None
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp.topic} partition {tp.partition}"
+
+
+def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Copy, deadline: float,
+               end: PartitionOffsets) -> bool | None:
+    """Whether a stateless run from the copy's re-run batch up to ``end`` fails on a record (None: not known)."""
+    options = {**setup.options, "drainPath": f"{scratch}/control-{attempt}",
+               "startOffsetsPath": f"{scratch}/start-{attempt}.json", "startingOffsets": _json(copy.start),
+               "rehearsalEndOffsets": _json(end)}
+    options.pop("bindingPath", None)
+    options.pop("maxOffsetsPerTrigger", None)
+    write_binding(setup.binding_file, options)
+    try:
+        query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(f"{scratch}/checkpoint-{attempt}"))
+    except Exception:  # noqa: BLE001 - cannot start at all: not a record's fault
+        return None
+    try:
+        timed_out = _await(query, deadline, 1_000_000)
+        failure = query.exception()
+    finally:
+        if query.isActive:
+            query.stop()
+    if timed_out:
+        return None
+    return failure is not None and failure_kind(str(failure), started=True) is FailureKind.RECORD
