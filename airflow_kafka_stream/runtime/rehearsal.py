@@ -147,10 +147,30 @@ def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) ->
         log.warning("rehearsal with the job's state failed (%s); rehearsing from its offsets alone", run.reason)
         stateless = _run(spark, df, setup, scratch, 1, copy, deadline, with_state=False)
         if stateless.failure is None:
-            return RehearsalResult(Verdict.NEEDS_DROP_STATE, run.reason, batches=stateless.batches,
-                                   records=stateless.records, with_state=False)
+            compared = _compare_state(setup, f"{scratch}/checkpoint-1")
+            found = compared.get("state_differences") or []
+            reason = run.reason + (f" ({'; '.join(found)})" if found else "")
+            return RehearsalResult(Verdict.NEEDS_DROP_STATE, reason, batches=stateless.batches,
+                                   records=stateless.records, with_state=False, details=compared)
         return stateless.result(setup, with_state=False, state_reason=run.reason)
     return _run(spark, df, setup, scratch, 0, copy, deadline, with_state=False).result(setup, with_state=False)
+
+
+def _compare_state(setup: RehearsalSetup, new_checkpoint: str) -> dict[str, Any]:
+    """The stateful operators of the job's checkpoint and of the new version's (from the checkpoint its stateless
+    run wrote), and what differs between them; empty when they cannot be read."""
+    from airflow_kafka_stream.checkpoint.state_info import read_state
+    from airflow_kafka_stream.core.state_metadata import state_differences
+
+    try:
+        old = read_state(setup.checkpoint_url, setup.home.storage_options)
+        new = read_state(new_checkpoint, setup.home.storage_options)
+    except Exception as exc:  # noqa: BLE001 - the comparison only adds words to the verdict
+        log.warning("could not compare the state of the job and of the new version: %s", exc)
+        return {}
+    return {"state_differences": state_differences(old.operators, new.operators),
+            "state_operators": {"job": [op.to_dict() for op in old.operators],
+                                "new_version": [op.to_dict() for op in new.operators]}}
 
 
 @dataclass
