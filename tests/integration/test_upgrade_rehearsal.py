@@ -158,6 +158,33 @@ def test_a_record_the_new_code_cannot_handle_is_named_before_the_stop(job):
     assert f"{job.topic} partition {partition} offset {offset}" in message, message
 
 
+def test_a_rehearsal_past_its_limit_or_a_standby_killed_in_it_ends_the_upgrade_before_the_stop(job):
+    before = job.status()
+    with pytest.raises(JobStateError, match="failed before any downtime") as refused:
+        upgrade(job.jobhome, Submission("11"), job.launcher(), job.kafka_config(),
+                replace(FAST, rehearsal_timeout_seconds=0.01))
+    assert "timed out: the rehearsal outlived its time limit" in str(refused.value), refused.value
+    still_runs_untouched(job, before)
+    # A standby killed while it rehearses: the upgrade sees its process gone and stops nothing.
+    failure: list[BaseException] = []
+
+    def upgrading() -> None:
+        try:
+            upgrade(job.jobhome, Submission("12"), job.launcher(), job.kafka_config(), FAST)
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            failure.append(exc)
+
+    thread = threading.Thread(target=upgrading)
+    thread.start()
+    record = wait_for(lambda: (r := job.jobhome.read_control(STANDBY_RECORD) or {}).get("version") == "12"
+                      and r.get("state") == rules.STARTING and (job.home / "rehearsals" / r["token"]).exists() and r,
+                      "the standby to start its rehearsal", 240)
+    job.kill(record["pid"])
+    thread.join(300)
+    assert failure and "failed before any downtime" in str(failure[0]), failure
+    still_runs_untouched(job, before)
+
+
 def test_upgrade_check_reports_each_verdict(job):
     found = check_upgrade(job.jobhome, Submission("6"), job.launcher(APPS / "totals_key_long.py"), FAST)
     assert (found.verdict, found.would_upgrade) == ("needs drop_state", False), found
