@@ -85,6 +85,12 @@ def job_running(job: Job, env: dict) -> None:
         "heartbeat": datetime.fromtimestamp(now, UTC).isoformat()}))
 
 
+def job_draining(job: Job, env: dict) -> None:
+    job_running(job, env)
+    status = json.loads((job.home / "status.json").read_text())
+    (job.home / "status.json").write_text(json.dumps({**status, "state": "DRAINING"}))
+
+
 def lock_held(job: Job, env: dict) -> None:
     (job.home / "lock").write_text(json.dumps({"operation": "restore", "holder": "alice@ops-box:4242",
                                                "acquired_at": "2026-01-01T00:00:00+00:00"}))
@@ -290,8 +296,9 @@ CASES = {
                               setup=job_running, recorded="reset"),
     "job-running-restore": Case(("restore", *H, "--savepoint", "{sp}"), "is running", "a fresh RUNNING heartbeat",
                                 setup=job_running, recorded="restore"),
-    "job-running-savepoint": Case(("savepoint", "create", *H), "is running",
-                                  "a savepoint needs a stopped job", setup=job_running, recorded="savepoint-create"),
+    "job-draining-savepoint": Case(("savepoint", "create", *H), "the job is stopping",
+                                   "a live savepoint is not taken while the job drains (a running one is taken "
+                                   "live: test_live_savepoints.py)", setup=job_draining, recorded="savepoint-create"),
     "lock-held": Case((*RESET, "--to-earliest", X), "locked by alice@ops-box:4242", "another operation holds it",
                       setup=lock_held),
     "lock-held-restore": Case(("restore", *H, "--savepoint", "{sp}"), "locked by alice@ops-box:4242",
