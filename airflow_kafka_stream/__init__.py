@@ -23,13 +23,13 @@ def get_provider_info() -> dict:
         "versions": [__version__],
         "integrations": [{"integration-name": integration, "how-to-guide": [
             f"docs/{page}.md" for page in ("airflow", "python-api", "savepoints", "reset", "verify", "runtime",
-                                           "source", "job-home", "checkpoint")],
+                                           "source", "job-home", "checkpoint", "standby", "upgrade-check")],
                           "tags": ["apache", "software"]}],
         "hooks": [{"integration-name": integration, "python-modules": [
             f"{_PACKAGE}.hooks.{name}" for name in ("stream_job", "kafka", "job_home", "spark_driver")]}],
         "operators": [{"integration-name": integration, "python-modules": [
-            f"{_PACKAGE}.operators.{name}" for name in ("submit", "stop", "savepoints", "upgrade", "verify", "reset",
-                                                         "watchdog", "supervisor")]}],
+            f"{_PACKAGE}.operators.{name}" for name in ("submit", "stop", "savepoints", "upgrade", "upgrade_check",
+                                                         "verify", "reset", "watchdog", "supervisor")]}],
         "sensors": [{"integration-name": integration, "python-modules": [
             f"{_PACKAGE}.sensors.job_state", f"{_PACKAGE}.sensors.health", f"{_PACKAGE}.sensors.group_sync",
             f"{_PACKAGE}.sensors.lag_objective"]}],

@@ -3,14 +3,26 @@
 By default the new version first comes up as a warm standby beside the running one and takes over once the
 old version stopped with its savepoint, so the downtime holds no driver start; ``standby`` off is the cold path.
 
+``check_only`` runs only ``check_upgrade``: the new version rehearses its query on a copy of the job's state and
+reports whether the upgrade as asked would go on (its verdict in XCom; the task fails when it would not); the job
+is not touched and the upgrade's tasks are skipped. Off (the default), the check skips itself and the upgrade runs.
+
 Trigger it from the UI (the form validates every field) or the REST API with ``conf``. Each step is its own
 task in the grid: a person sees where an upgrade stands and can clear one step to retry it.
 """
 
+from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
 from airflow_kafka_stream import params
 from airflow_kafka_stream.operators.upgrade import stream_upgrade_task_group
+from airflow_kafka_stream.operators.upgrade_check import StreamUpgradeCheckOperator
+
+
+def upgrade_wanted(check_only: bool) -> bool:
+    """Whether this run upgrades (else it only checks)."""
+    return not check_only
+
 
 with DAG(
     dag_id="stream_upgrade",
@@ -40,17 +52,31 @@ with DAG(
                                               "when the upgrade stopped it (it crashed or was stopped by someone)"),
         "stop_timeout_seconds": Param(300, type="integer", minimum=1, title="Seconds to finish a batch and stop"),
         "health_timeout_seconds": Param(900, type="integer", minimum=1, title="Seconds the health gate may take"),
+        "check_only": Param(False, type="boolean", title="Only check, do not upgrade",
+                            description="Rehearse the new version on a copy of the job's state and report whether "
+                                        "this upgrade would go on (compatible, needs drop_state, fails); the job "
+                                        "is not touched and nothing else runs"),
     },
 ) as dag:
-    stream_upgrade_task_group(
-        job_home="{{ params.job_home }}",
+    version = {  # the new version and how it starts: the same for the check and the upgrade
+        "job_home": "{{ params.job_home }}",
+        "application": "{{ params.application }}",
+        "application_args": "{{ params.application_args }}",
+        "topics": "{{ params.topics }}",
+        "group": "{{ params.group }}",
+        "output_path": "{{ params.output_path }}",
+        "drop_state": "{{ params.drop_state }}",
+    }
+    StreamUpgradeCheckOperator(task_id="check_upgrade", enabled="{{ params.check_only }}",
+                               app_version="{{ params.new_version }}", **version)
+    # A short circuit, not a branch: it skips every task of the group whatever its trigger rule (the stop and
+    # the outcome run after skipped tasks by design, so a branch would not hold them), and a check-only run
+    # leaves the job alone.
+    upgrade = ShortCircuitOperator(task_id="upgrade_unless_check_only", python_callable=upgrade_wanted,
+                                   op_args=["{{ params.check_only }}"])
+    upgrade >> stream_upgrade_task_group(
         new_version="{{ params.new_version }}",
-        application="{{ params.application }}",
-        application_args="{{ params.application_args }}",
-        topics="{{ params.topics }}",
-        group="{{ params.group }}",
-        output_path="{{ params.output_path }}",
-        drop_state="{{ params.drop_state }}",
+        **version,
         health_batches="{{ params.health_batches }}",
         health_window_seconds="{{ params.health_window_seconds }}",
         health_startup_seconds="{{ params.health_startup_seconds }}",
