@@ -36,24 +36,27 @@ def example_dag(name: str) -> Path:
 
 
 class Feeder(threading.Thread):
-    """Produces JSON events with unique ids, ten a second in one burst a second, until stopped.
+    """Produces JSON events with unique ids, ten a second in one burst a second (or every ``interval`` seconds),
+    until stopped; none while ``paused`` is set.
 
     One burst a second, not two of five: each burst is a micro-batch for every driver that reads the topic
     (with Spark's default trigger), and on two cores shared by the whole suite a batch costs a third of a
     CPU-second of the example pipeline's work."""
 
-    def __init__(self, bootstrap: str, topic: str):
+    def __init__(self, bootstrap: str, topic: str, interval: float = 1.0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.sent, self.done = bootstrap, topic, 0, threading.Event()
+        self.interval, self.paused = interval, threading.Event()
 
     def run(self) -> None:
         while not self.done.is_set():
-            # Eight keys: the default partitioner spreads them over every partition of a 2- or 4-partition topic.
-            produce(self.bootstrap, self.topic, [(f"k{i % 8}", json.dumps({"id": f"e{i}", "key": f"k{i % 8}",
-                                                                            "amount": i}))
-                                                 for i in range(self.sent, self.sent + 10)])
-            self.sent += 10
-            self.done.wait(1.0)
+            if not self.paused.is_set():
+                # Eight keys: the default partitioner spreads them over every partition of a 2- or 4-partition topic.
+                produce(self.bootstrap, self.topic, [(f"k{i % 8}", json.dumps({"id": f"e{i}", "key": f"k{i % 8}",
+                                                                                "amount": i}))
+                                                     for i in range(self.sent, self.sent + 10)])
+                self.sent += 10
+            self.done.wait(self.interval)
 
     def stop(self) -> int:
         self.done.set()

@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.status import read_status
 from tests.conftest import ROOT
 from tests.integration.cli_helpers import cli
-from tests.kafka_utils import create_topic, produce, unique, watermarks
+from tests.integration.test_airflow_upgrade import Feeder
+from tests.kafka_utils import create_topic, unique, watermarks
 
 pytestmark = pytest.mark.integration
 
@@ -44,27 +44,6 @@ PARTITIONS = 2
 AGGRESSIVE_MAINTENANCE = ("--conf spark.sql.streaming.stateStore.maintenanceInterval=1s "
                           "--conf spark.sql.streaming.stateStore.minDeltasForSnapshot=2 "
                           "--conf spark.sql.streaming.minBatchesToRetain=2 pyspark-shell")
-
-
-class Feeder(threading.Thread):
-    """JSON events with unique ids over eight keys, ten every half second, until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        super().__init__(daemon=True)
-        self.bootstrap, self.topic, self.sent, self.done = bootstrap, topic, 0, threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            produce(self.bootstrap, self.topic, [(f"k{i % 8}", json.dumps({"id": f"e{i}", "key": f"k{i % 8}",
-                                                                            "amount": i}))
-                                                 for i in range(self.sent, self.sent + 10)])
-            self.sent += 10
-            self.done.wait(0.5)
-
-    def stop(self) -> int:
-        self.done.set()
-        self.join(30)
-        return self.sent
 
 
 class Driver:
@@ -203,7 +182,7 @@ def vanishing(home: Path, every_attempt: bool):
 def test_live_savepoints_restore_and_reset_exactly(store, kafka_bootstrap, tmp_path, capsys, drivers):
     topic = create_topic(kafka_bootstrap, unique(f"live-sp-{store}"), PARTITIONS)
     group = unique("live-sp")
-    feeder = Feeder(kafka_bootstrap, topic)
+    feeder = Feeder(kafka_bootstrap, topic, interval=0.5)
     feeder.start()
     try:
         run = Driver(tmp_path, kafka_bootstrap, topic, group, store)

@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,10 +84,10 @@ class RunningJob:
         next(p for p in self.procs if p.pid == pid).wait(30)
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory, kafka_bootstrap):
-    running = RunningJob(tmp_path_factory.mktemp("standby"), kafka_bootstrap)
-    running.feeder = Feeder(kafka_bootstrap, running.topic)
+@contextmanager
+def fed_and_running(running: RunningJob) -> Iterator[RunningJob]:
+    """``running`` with version 1 started on a continuous feed (it committed a batch); every driver killed after."""
+    running.feeder = Feeder(running.bootstrap, running.topic)
     running.feeder.start()
     try:
         running.first_batch_of(running.start("1").pid)
@@ -96,6 +98,12 @@ def job(tmp_path_factory, kafka_bootstrap):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory, kafka_bootstrap):
+    with fed_and_running(RunningJob(tmp_path_factory.mktemp("standby"), kafka_bootstrap)) as running:
+        yield running
 
 
 def runs_untouched(job: RunningJob, before: dict) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -30,9 +28,9 @@ from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
 from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
 from tests.integration.cli_helpers import cli_subprocess
-from tests.integration.test_airflow_upgrade import APPS, Feeder
+from tests.integration.test_airflow_upgrade import APPS
 from tests.integration.test_runtime_lifecycle import wait_for
-from tests.integration.test_standby import PARTITIONS, RunningJob
+from tests.integration.test_standby import PARTITIONS, RunningJob, fed_and_running
 from tests.kafka_utils import produce, unique, watermarks
 
 pytestmark = pytest.mark.integration
@@ -42,23 +40,6 @@ TOTALS = ["--totals", "--state-store", "hdfs", "--state-partitions", "2"]
 FAST = UpgradeOptions(health_batches=1, health_window_seconds=5, health_startup_seconds=120, stop_timeout_seconds=60,
                       start_timeout_seconds=240, standby_ready_timeout_seconds=300, rehearsal_timeout_seconds=180,
                       poll_seconds=0.5)
-
-
-class PausableFeeder(Feeder):
-    """The feed, with pauses: a record produced during one is the newest the job has read."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        super().__init__(bootstrap, topic)
-        self.paused = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            if not self.paused.is_set():
-                produce(self.bootstrap, self.topic, [(f"k{i % 8}", json.dumps({"id": f"e{i}", "key": f"k{i % 8}",
-                                                                                "amount": i}))
-                                                     for i in range(self.sent, self.sent + 10)])
-                self.sent += 10
-            self.done.wait(1.0)
 
 
 class TotalsJob(RunningJob):
@@ -93,18 +74,8 @@ class TotalsJob(RunningJob):
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory, kafka_bootstrap):
-    running = TotalsJob(tmp_path_factory.mktemp("rehearsal"), kafka_bootstrap, extra=TOTALS)
-    running.feeder = PausableFeeder(kafka_bootstrap, running.topic)
-    running.feeder.start()
-    try:
-        running.first_batch_of(running.start("1").pid)
+    with fed_and_running(TotalsJob(tmp_path_factory.mktemp("rehearsal"), kafka_bootstrap, extra=TOTALS)) as running:
         yield running
-    finally:
-        running.feeder.stop()
-        for proc in running.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
 
 
 def still_runs_untouched(job: RunningJob, before: dict) -> None:
