@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+#: The standby's downtime, in order: they add up to it (see handover_parts).
+PARTS = ("drain", "savepoint", "go", "take", "query_start", "first_batch")
 ROUNDS = int(os.environ.get("BENCH_UPGRADE_ROUNDS", "2"))
 PARTITIONS = 2
 
@@ -68,7 +70,7 @@ class Job:
             status = home.status() or {}
             if status.get("state") == "RUNNING" and (status.get("batches_this_run") or 0) >= 1 and \
                     status.get("heartbeat_epoch", 0) > since and status.get("pid") == self.proc.pid:
-                return time.time()
+                return first_commit_time(home)  # when Spark committed it, not when this look saw it
             time.sleep(0.1)
         raise SystemExit(f"no batch committed within {timeout}s; see {self.home.parent}")
 
@@ -95,10 +97,10 @@ def upgrade(job: Job) -> float:
     return job.first_batch_after(asked) - asked
 
 
-def standby_upgrade(job: Job) -> float:
+def standby_upgrade(job: Job, parts: list[dict[str, float]]) -> float:
+    """The command line's upgrade (``ops.upgrade.upgrade``) through a standby; its parts go to ``parts``."""
     from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
-    from airflow_kafka_stream.ops.standby import hand_over, launch_standby, wait_ready
-    from airflow_kafka_stream.ops.stop import stop_job
+    from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     home, old = JobHome(str(job.home)), job.proc
@@ -108,12 +110,87 @@ def standby_upgrade(job: Job) -> float:
             job.start(dict(extra_env or {}))
             return LaunchedDriver(job.proc.pid, socket.gethostname(), log)
 
-    handle = launch_standby(home, Submission(str(job.version + 1)), DirectLauncher())
-    wait_ready(home, handle, timeout=300, poll=0.2)  # the old version still runs: not downtime
-    asked = time.time()
-    hand_over(home, handle, stop_job(home, timeout=120, savepoint=True, poll=0.1))
+    began = time.time()
+    options = UpgradeOptions(health_batches=1, health_window_seconds=10.0, health_startup_seconds=120.0,
+                             health_timeout_seconds=180.0, standby_ready_timeout_seconds=600.0)
+    upgrade(home, Submission(str(job.version + 1)), DirectLauncher(), {"bootstrap.servers": job.bootstrap}, options,
+            say=lambda step: print(f"# {time.time():.2f} upgrade: {step}", file=sys.stderr, flush=True))
     old.wait(60)
-    return job.first_batch_after(asked) - asked
+    found = handover_parts(home, began)
+    parts.append(found)
+    return found["downtime"]
+
+
+def _epoch(text: str | None) -> float:
+    from datetime import datetime
+
+    if not text:
+        raise SystemExit("a timestamp the parts need is missing from the job home's records")
+    return datetime.fromisoformat(text).timestamp()
+
+
+def handover_parts(home, began: float) -> dict[str, float]:
+    """The parts of one standby upgrade's downtime, from the job home's records (history, the standby's record,
+    the checkpoint): each ends where the next begins, so they add up to the downtime."""
+    records = [r for r in home.history() if _epoch(r.get("started_at")) >= began]
+
+    def last(name: str) -> dict:
+        found = [r for r in records if r.get("operation") == name and r.get("result") == "ok"]
+        if not found:
+            raise SystemExit(f"no {name} record in the history since the upgrade began")
+        return found[-1]
+
+    request, stop, go = last("stop-request"), last("stop"), last("standby-go")
+    standby = home.standby_record() or {}
+    marks = {
+        "request": _epoch(request["started_at"]),
+        "stopped": _epoch((stop.get("before") or {}).get("stopped_at")),
+        "saved": _epoch(stop["finished_at"]),
+        "go_written": _epoch(go["finished_at"]),
+        "go_seen": _epoch(standby.get("go_seen_at")),
+        "taken": _epoch(standby.get("ended_at")),
+        "query_started": _epoch(standby.get("query_started_at")),
+        "first_batch": first_commit_time(home),
+    }
+    parts = {"drain": marks["stopped"] - marks["request"],
+             "savepoint": marks["saved"] - marks["stopped"],
+             "go": marks["go_seen"] - marks["saved"],
+             "take": marks["taken"] - marks["go_seen"],
+             "query_start": marks["query_started"] - marks["taken"],
+             "first_batch": marks["first_batch"] - marks["query_started"],
+             "downtime": marks["first_batch"] - marks["request"],
+             # inside the parts above: the stop's look noticing STOPPED, its savepoint copy, the go's own write
+             "stop_noticed": _epoch(stop["started_at"]) - marks["stopped"],
+             "go_write": marks["go_written"] - _epoch(go["started_at"]),
+             "go_poll": marks["go_seen"] - marks["go_written"],
+             **batch_steps(home, marks),
+             "rehearsal": float((standby.get("rehearsal") or {}).get("seconds") or float("nan"))}
+    return parts
+
+
+def batch_steps(home, marks: dict[str, float]) -> dict[str, float]:
+    """Inside the drain and the first batch, from the checkpoint's file times: the new version's first batch
+    planned (``offsets/N`` written) and run (``commits/N``); the old version's last batch; a usual batch."""
+    checkpoint = home.checkpoint_url()
+    status = home.status() or {}
+    first = int(status["last_batch_id"]) - int(status["batches_this_run"]) + 1
+
+    def when(kind: str, batch: int) -> float:
+        return os.path.getmtime(os.path.join(checkpoint, kind, str(batch)))
+
+    usual = [when("commits", b) - when("offsets", b) for b in range(max(0, first - 6), first - 1)]
+    return {"first_planned": when("offsets", first) - marks["query_started"],
+            "first_ran": when("commits", first) - when("offsets", first),
+            "old_last_planned": when("offsets", first - 1) - marks["request"],
+            "old_last_committed": when("commits", first - 1) - marks["request"],
+            "usual_batch": statistics.median(usual) if usual else float("nan")}
+
+
+def first_commit_time(home) -> float:
+    """When the running driver's first batch of its run was committed: the mtime of its ``commits/N``."""
+    status = home.status() or {}
+    first = int(status["last_batch_id"]) - int(status["batches_this_run"]) + 1
+    return os.path.getmtime(os.path.join(home.checkpoint_url(), "commits", str(first)))
 
 
 def crash(job: Job) -> float:
@@ -136,7 +213,8 @@ def main() -> int:
         job = Job(Path(tmp), bootstrap, topic)
         try:
             job.first_batch_after(job.start())
-            paths = {"upgrade": upgrade, "standby": standby_upgrade, "crash": crash}
+            parts: list[dict[str, float]] = []
+            paths = {"upgrade": upgrade, "standby": lambda job: standby_upgrade(job, parts), "crash": crash}
             times: dict[str, list[float]] = {kind: [] for kind in paths}
             kinds = list(paths)
             for round_ in range(ROUNDS):
@@ -148,6 +226,17 @@ def main() -> int:
                   f"{[round(t, 1) for t in times['crash']]} s", file=sys.stderr)
             print(f"upgrade_downtime_vs_restart: {up / down:.2f}")
             print(f"standby_upgrade_downtime_vs_restart: {warm / down:.2f}")
+            for found in parts:
+                print("# standby upgrade parts (s): " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()),
+                      file=sys.stderr)
+            for name in PARTS:
+                print(f"standby_downtime_{name}_seconds: {statistics.median(p[name] for p in parts):.2f}")
+            print(f"rehearsal_seconds: {statistics.median(p['rehearsal'] for p in parts):.1f}")
+        except BaseException:
+            for log in sorted(Path(tmp).glob("driver-*.log")):  # what went wrong, before the folder goes
+                print(f"# --- end of {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]),
+                      file=sys.stderr)
+            raise
         finally:
             stop.set()
             for proc in job.procs:

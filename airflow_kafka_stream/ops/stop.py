@@ -269,4 +269,5 @@ def _summary(status: StatusDocument | None, read: bool = True) -> dict[str, Any]
     if not read:
         return None
     status = status or NO_STATUS
-    return {"state": status.state_text, "batch_id": status.last_batch_id, "offsets": _offsets(status)}
+    return {"state": status.state_text, "batch_id": status.last_batch_id, "offsets": _offsets(status),
+            "stopped_at": status.stopped_at.isoformat() if status.stopped_at else None}

@@ -37,6 +37,7 @@ from airflow_kafka_stream.ops.health import HealthLook
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult, UpgradeOutcome
 from airflow_kafka_stream.ops.standby import (
+    HANDOVER_POLL_SECONDS,
     StandbyHandle,
     end_standby,
     hand_over,
@@ -179,7 +180,8 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
                 handle = launch_standby(home, new, launcher, by=by, rehearse=options.rehearsal_request())
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
         say("stopping the running version with a savepoint")
-        stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=min(options.poll_seconds, 1.0),
+        look_every = min(options.poll_seconds, HANDOVER_POLL_SECONDS if handle is not None else 1.0)
+        stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=look_every,
                            by=by, pin_reason=pin_reason(new.app_version))
     except StreamError:
         end_unused_standby(home, handle)

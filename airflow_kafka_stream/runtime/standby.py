@@ -86,7 +86,7 @@ class Standby:
                 self.end(rules.FAILED if not isinstance(exc, _Ended) else rules.ENDED, str(exc))
             raise
         self.went = True
-        self._update(rules.TAKING_OVER, go_at=go.get("at"), go_by=go.get("by"))
+        self._update(rules.TAKING_OVER, go_at=go.get("at"), go_by=go.get("by"), go_seen_at=utc_now().isoformat())
         log.info("standby of version %s for %s: go by %s, taking over", self.version, self.home.url, go.get("by"))
         return go
 
@@ -106,6 +106,13 @@ class Standby:
         """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
         self.end(rules.ACTIVE, None)
         self.home.clear_standby_go()
+
+    def note_query_started(self) -> None:
+        """When the query this standby built started as the job's (after ``took_over``): the last step of the
+        handover the upgrade benchmark reports (go seen, job taken, query started, first batch)."""
+        with self._lock:
+            self._doc["query_started_at"] = utc_now().isoformat()
+            self._write_locked()
 
     def end(self, state: str, error: str | None) -> None:
         """Write the final record and stop the heartbeat."""

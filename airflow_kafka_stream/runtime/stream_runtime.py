@@ -195,6 +195,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
             self._query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
             batch_listener.query_id = str(self._query.id)
             self._set_state(st.RUNNING)
+            self._query_started()
             by_request = self._supervise()
         except Exception as exc:  # noqa: BLE001 - recorded as FAILED in the status and the result
             self._record_error(exc)

@@ -149,6 +149,15 @@ class Takeover:
         # Set only now: a start refused or failed above is done again in full when retried.
         self._prepared = True
 
+    def _query_started(self) -> None:
+        """A standby's query now runs as the job's: its record says when (a part of the handover's downtime)."""
+        if self.standby is None or not self.standby.went:
+            return
+        try:
+            self.standby.note_query_started()
+        except Exception as exc:  # noqa: BLE001 - only a figure depends on it
+            log.warning("could not note the query start in the standby record of %s: %s", self.home.url, exc)
+
     def _choose_generation(self) -> tuple[int, str]:
         gen = self.home.current_generation()
         if gen is None:
