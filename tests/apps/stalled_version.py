@@ -1,5 +1,9 @@
 """A version that starts and consumes nothing: RUNNING, heart-beating, but its first batch never finishes.
 
+Its batch function hangs, which an upgrade's rehearsal does not see (it writes to Spark's noop sink and runs
+no foreachBatch body), so the version passes the rehearsal and fails the health gate after it took over. A
+hang in the query itself (a function in a select) is caught by the rehearsal before the stop instead.
+
 Takes the example pipeline's arguments, so a test submits it where the example pipeline would run.
 """
 
@@ -19,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
                           app_version=args.app_version, sink_kind="idempotent", sink_path=args.output,
                           heartbeat_seconds=args.heartbeat_seconds)
     spark = spark_session(args.cores)
-    from pyspark.sql import functions as F
+    def hang(batch_df, batch_id: int) -> None:  # the body of a foreachBatch function: a rehearsal (noop sink)
+        time.sleep(3600)                        # does not run it, so this version passes it and stalls after the go
 
-    hang = F.udf(lambda value: time.sleep(3600) or value, "binary")
     with StreamRuntime(spark, args.home, config) as runtime:
-        writer = runtime.read_stream().select(hang("value").alias("value")).writeStream.format("noop")
+        writer = runtime.read_stream().writeStream.foreachBatch(hang)
         result = runtime.run(writer, query_name=config.job_name)
     return result.exit_code
 
