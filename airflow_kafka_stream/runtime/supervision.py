@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 #: How long the end of a run waits for progress events of batches the checkpoint already holds:
 #: they carry the batches' record counts; past it, the batch is recorded from the checkpoint.
 PROGRESS_GRACE_SECONDS = 2.0
+#: How often a draining query looks for the source's "drained" answer (a small read; a drain lasts a second or so).
+DRAIN_POLL_SECONDS = 0.05
 
 
 class Supervision:
@@ -63,8 +65,11 @@ class Supervision:
                     query.stop()
                     return True
                 self._check_drain_overdue(draining_since)
+            # Draining, the source's answer is looked for often: each look's delay is an upgrade's downtime.
+            poll = min(self.config.stop_poll_seconds, DRAIN_POLL_SECONDS) if draining_since is not None else (
+                self.config.stop_poll_seconds)
             try:  # returns as soon as the query ends, so an availableNow job exits without a poll's delay
-                query.awaitTermination(self.config.stop_poll_seconds)
+                query.awaitTermination(poll)
             except StreamingQueryException:
                 pass  # the query failed: reported below from query.exception()
         if self._fence_reason is not None:
