@@ -23,7 +23,8 @@ from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
 from tests.airflow_helpers import kafka_connection, run_dag
-from tests.integration.test_airflow_upgrade import APPS, Feeder, example_dag
+from tests.integration.test_airflow_upgrade import APPS, example_dag
+from tests.integration.test_standby import fed_and_running
 from tests.integration.test_upgrade_rehearsal import TOTALS, TotalsJob, still_runs_untouched
 
 pytestmark = pytest.mark.integration
@@ -38,36 +39,30 @@ UPGRADE_TASKS = ("start_standby", "stop_with_savepoint", "restore_without_state"
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory, kafka_bootstrap, airflow_db):
-    running = TotalsJob(tmp_path_factory.mktemp("upgrade-check"), kafka_bootstrap, extra=TOTALS)
-    running.feeder = Feeder(kafka_bootstrap, running.topic)
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, fed_and_running(
+            TotalsJob(tmp_path_factory.mktemp("upgrade-check"), kafka_bootstrap, extra=TOTALS)) as running:
         patch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", kafka_connection(kafka_bootstrap))
         patch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
-        running.feeder.start()
+        running.dag = example_dag("stream_upgrade")
         try:
-            running.first_batch_of(running.start("1").pid)
-            running.dag = example_dag("stream_upgrade")
             yield running
         finally:
-            running.feeder.stop()
-            _end_drivers(running)
+            _end_new_version(running)
 
 
-def _end_drivers(job: TotalsJob) -> None:
-    """Stop whichever version runs now (the upgrade's new driver is not one of the fixture's processes)."""
+def _end_new_version(job: TotalsJob) -> None:
+    """Stop the version the upgrade started (spark-submit's driver is not one of the fixture's processes)."""
+    if job.jobhome.spec().get("version") == "1":
+        return
     try:
         stop_job(job.jobhome, 120)
-    except Exception:  # noqa: BLE001 - the kills below end it anyway
+    except Exception:  # noqa: BLE001 - then it is killed
         pid = job.status().get("pid")
         if pid:
             try:
                 os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    for proc in job.procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
 
 
 def conf(job: TotalsJob, version: str, **more) -> dict:
