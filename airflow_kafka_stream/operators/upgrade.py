@@ -139,6 +139,7 @@ def stream_upgrade_task_group(
     defer_after_seconds: float | None = None,
     standby: bool | str = True,
     standby_ready_timeout_seconds: float = 600.0,
+    rehearsal_timeout_seconds: float = 300.0,
     takeover_stopped: bool | str = False,
     executor_environment: str | None = None,
     deploy_mode: str | None = None,
@@ -147,7 +148,9 @@ def stream_upgrade_task_group(
     """The upgrade's tasks in a task group (see the module docstring); call it inside a DAG.
 
     ``standby`` (default on) starts the new version as a warm standby before the old one stops; off, the
-    upgrade is cold (stop, then start a driver). ``executor_environment``, ``deploy_mode`` and
+    upgrade is cold (stop, then start a driver). The standby rehearses the new version's query on a copy of the
+    job's state for at most ``rehearsal_timeout_seconds`` before it is READY (docs/standby.md); the
+    ``standby_ready_timeout_seconds`` include it. ``executor_environment``, ``deploy_mode`` and
     ``job_home_shared`` are the new version's cluster settings (see StreamSubmitOperator); a rollback starts
     the previous version with its own recorded ones.
 
@@ -174,7 +177,7 @@ def stream_upgrade_task_group(
                                    restore_first=drop_state, **common)
         if standby is not False:
             StreamStandbyOperator(task_id=STANDBY, enabled=standby, ready_timeout_seconds=standby_ready_timeout_seconds,
-                                  drop_state=drop_state,
+                                  drop_state=drop_state, rehearsal_timeout_seconds=rehearsal_timeout_seconds,
                                   **waits, **version, **common) >> stop
         savepoint = f"{{{{ ti.xcom_pull(task_ids='{group_id}.{STOP}')['savepoint']['id'] }}}}"
         submit = UpgradeSubmitOperator(

@@ -35,6 +35,7 @@ from airflow_kafka_stream.core.rehearsal import (
     spark_error_line,
     state_failure_reason,
 )
+from airflow_kafka_stream.runtime.standby import EXECUTOR_GRACE_SECONDS
 from airflow_kafka_stream.source.binding import write_binding
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -200,8 +201,14 @@ class _Run:
     reason: str = ""
     kind: FailureKind | None = None
     located: str | None = None
+    no_executors: bool = False
 
     def result(self, setup: RehearsalSetup, with_state: bool, state_reason: str | None = None) -> RehearsalResult:
+        if self.no_executors:
+            return RehearsalResult(Verdict.NOT_REHEARSED, f"the standby got no executor in {EXECUTOR_GRACE_SECONDS:.0f}s: "
+                                   "the running version holds the cluster's cores. Give the cluster room for both "
+                                   "applications (e.g. spark.cores.max) to have upgrades rehearsed",
+                                   with_state=with_state)
         if self.timed_out:
             return RehearsalResult(Verdict.TIMED_OUT, f"the rehearsal outlived its time limit of "
                                    f"{setup.timeout_seconds:.0f}s after {self.batches} batch(es); it was ended, so "
@@ -245,14 +252,16 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Co
             f"the new version's query could not start: {spark_error_line(text)}")
         return _Run(text, False, 0, 0, False, reason, kind)
     try:
-        timed_out = _await(query, deadline, max_batches)
+        waited = _await(query, deadline, max_batches, spark)
         failure = query.exception()
     finally:
         if query.isActive:
             query.stop()
     batches, records = _counted(query)
+    if waited == NO_EXECUTORS:
+        return _Run(None, True, batches, records, False, no_executors=True)
     if failure is None:
-        return _Run(None, True, batches, records, timed_out)
+        return _Run(None, True, batches, records, waited == TIMED_OUT)
     text = str(failure)
     kind = failure_kind(text, started=True)
     if kind is FailureKind.STATE:
@@ -281,18 +290,28 @@ def _start(df, setup: RehearsalSetup, output: str, checkpoint: str):
     raise last  # type: ignore[misc]
 
 
-def _await(query, deadline: float, max_batches: int) -> bool:
-    """Wait until the query ended or ran ``max_batches`` batches; True when the deadline came first."""
+ENDED, TIMED_OUT, NO_EXECUTORS = "ended", "timed out", "no executors"
+
+
+def _await(query, deadline: float, max_batches: int, spark=None) -> str:
+    """Wait until the query ended or ran ``max_batches`` batches (ENDED), the deadline came (TIMED_OUT), or a
+    cluster gave it no executor within the grace (NO_EXECUTORS)."""
+    from airflow_kafka_stream.runtime.session import executor_count
+
+    cluster = spark is not None and not str(spark.conf.get("spark.master", "")).startswith("local")
+    executors_due = time.monotonic() + EXECUTOR_GRACE_SECONDS
     while query.isActive:
         if _counted(query)[0] >= max_batches:
-            return False
+            return ENDED
         if time.monotonic() >= deadline:
-            return True
+            return TIMED_OUT
+        if cluster and time.monotonic() > executors_due and executor_count(spark) == 0:
+            return NO_EXECUTORS
         try:
             query.awaitTermination(0.2)
         except Exception:  # noqa: BLE001 - a failed query: query.exception() has it
-            return False
-    return False
+            return ENDED
+    return ENDED
 
 
 def _counted(query) -> tuple[int, int]:
@@ -359,7 +378,7 @@ def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, cop
     except Exception:  # noqa: BLE001 - cannot start at all: not a record's fault
         return None
     try:
-        timed_out = _await(query, deadline, 1_000_000)
+        timed_out = _await(query, deadline, 1_000_000, spark) != ENDED
         failure = query.exception()
     finally:
         if query.isActive:
