@@ -1,21 +1,26 @@
 """Downtime of an upgrade against a crash: ``upgrade_downtime_vs_restart`` and
-``standby_upgrade_downtime_vs_restart``.
+``standby_upgrade_downtime_vs_restart``, with the parts of the standby's downtime and ``rehearsal_seconds``.
 
 One example-pipeline job, fed continuously, is taken down and brought back in three ways, alternating:
 
-* upgrade (the upgrade operators' path): request a stop after the running batch, wait for STOPPED, take a
-  savepoint, start the next version's driver on the checkpoint, wait for its first committed batch;
-* standby upgrade (the upgrade operators' default path): the next version's driver is started as a warm
-  standby and waits until READY (not downtime: the old version still runs); then the same stop and
-  savepoint, the go, and the standby's first committed batch;
+* upgrade (cold): request a stop after the running batch, wait for STOPPED, take a savepoint, start the next
+  version's driver on the checkpoint, wait for its first committed batch;
+* standby upgrade: the command line's upgrade (``ops.upgrade.upgrade``): the next version's driver starts as a
+  warm standby and rehearses its query on a copy of the job's state until READY (not downtime: the old
+  version still runs; ``rehearsal_seconds``); then the stop with its savepoint, the go, the standby's first
+  committed batch, and a short health gate;
 * crash: ``kill -9`` the driver and start it again on the same checkpoint (it waits until the dead driver's
   heartbeat is stale, as any restart must), wait for its first committed batch.
 
 Each figure is the median time from the stop request (or the kill) to the new driver's first committed
-batch; the ratios are upgrade / crash and standby upgrade / crash. The cold ones are dominated by
-starting a driver (JVM, session, first plan); the standby's by the drain, the savepoint and the query start.
-The stop is polled every 0.1 s in the standby path (the cold path keeps ops.stop's 0.5 s: noise there).
+batch (the mtime of its ``commits/N``); the ratios are upgrade / crash and standby upgrade / crash. The
+standby's downtime is split into parts that add up to it, from the job home's records (``handover_parts``):
+drain (stop request → the old driver STOPPED), savepoint (→ the stop operation done: noticing STOPPED, the
+copy), go (→ the standby saw its go: the pin, the go's write, the standby's poll), take (→ the job taken:
+lock, generation, job.json, first status), query start (→ the query started), first batch (→ its commit;
+planned: its ``offsets/N`` written, which includes the new query's source process starting).
 Drivers beat every 2 s: at 1 s, a loaded machine makes a driver fence itself (two silent intervals).
+``BENCH_UPGRADE_PATHS=standby`` measures one path alone; ``BENCH_UPGRADE_KEEP=1`` keeps the logs and job home.
 """
 
 from __future__ import annotations
