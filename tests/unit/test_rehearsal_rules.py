@@ -1,0 +1,103 @@
+"""The rehearsal's pure rules: what Spark's errors mean for an upgrade, and the query's binding file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.core.rehearsal import (
+    FailureKind,
+    RehearsalResult,
+    Verdict,
+    failure_kind,
+    python_error,
+    schema_text,
+    spark_error_line,
+    state_failure_reason,
+)
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.source.binding import bound_options, write_binding
+from airflow_kafka_stream.source.source_options import parse_source_options
+
+# Spark 4.2's own messages, as a rehearsal received them (trimmed after the first lines).
+KEY_CHANGED = """[STREAM_FAILED] Query [id = 3bd7a105, runId = 4a91468c] terminated with exception: \
+[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state key schema.
+Please check number and type of fields.
+Existing key_schema=StructType(StructField(user_id,LongType,true)) and new \
+key_schema=StructType(StructField(user_id,StringType,true)).
+If you want to force running the query without schema validation, please set \
+spark.sql.streaming.stateStore.stateSchemaCheck to false."""
+VALUE_CHANGED = """[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE] Provided value schema does not match existing state value schema.
+Existing value_schema=StructType(StructField(sum,DoubleType,true),StructField(count,LongType,false)) and new \
+value_schema=StructType(StructField(sum,DoubleType,true))."""
+OPERATOR_ADDED = """[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator name does not \
+match with the operator in state metadata.
+Stateful operators in the metadata: [(OperatorId: 0 -> OperatorName: stateStoreSave)]; Stateful operators in current \
+batch: [(OperatorId: 0 -> OperatorName: stateStoreSave), (OperatorId: 1 -> OperatorName: dedupe)]. SQLSTATE: 42K03"""
+RAISED = """[STREAM_FAILED] Query terminated with exception: Job aborted due to stage failure: \
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/apps/v2.py", line 30, in checked
+    raise ValueError(f"amount {value} is not a valid amount")
+ValueError: amount -1.0 is not a valid amount
+"""
+NO_SINK = """An error occurred while calling o216.start.
+: org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] Failed to find the data source: nosuchformat."""
+
+
+def test_state_errors_are_told_in_the_words_a_user_acts_on():
+    assert schema_text("StructType(StructField(user_id,LongType,true),StructField(n,IntegerType,false))") == (
+        "(user_id bigint, n int)")
+    assert state_failure_reason(KEY_CHANGED) == (
+        "the new version's stateful operator expects key schema (user_id string) but the state holds "
+        "(user_id bigint): upgrade with drop_state, or keep the state's schema")
+    assert "expects value schema (sum double) but the state holds (sum double, count bigint)" in (
+        state_failure_reason(VALUE_CHANGED))
+    assert state_failure_reason(OPERATOR_ADDED) == (
+        "the new version has 2 stateful operators (0 stateStoreSave, 1 dedupe), the checkpoint 1 (0 stateStoreSave): "
+        "upgrade with drop_state, or keep the operators")
+
+
+@pytest.mark.parametrize(("error", "started", "kind"), [
+    (KEY_CHANGED, True, FailureKind.STATE), (OPERATOR_ADDED, True, FailureKind.STATE),
+    (RAISED, True, FailureKind.RECORD), (NO_SINK, False, FailureKind.SINK), ("[INTERNAL_ERROR] boom", True,
+                                                                              FailureKind.OTHER)])
+def test_what_a_failure_is_about(error, started, kind):
+    assert failure_kind(error, started) is kind
+
+
+def test_the_exception_a_new_version_raised_and_sparks_error_class_are_quoted():
+    assert python_error(RAISED) == "ValueError: amount -1.0 is not a valid amount"
+    assert spark_error_line(NO_SINK).startswith("[DATA_SOURCE_NOT_FOUND] Failed to find the data source: nosuchformat")
+
+
+def test_which_verdicts_let_an_upgrade_go_on_to_the_stop():
+    result = lambda verdict: RehearsalResult(verdict, "why")  # noqa: E731
+    assert result(Verdict.COMPATIBLE).acceptable(drop_state=False)
+    assert not result(Verdict.NEEDS_DROP_STATE).acceptable(drop_state=False)
+    assert result(Verdict.NEEDS_DROP_STATE).acceptable(drop_state=True)
+    assert not result(Verdict.TIMED_OUT).acceptable(drop_state=True), "a rehearsal that timed out proves nothing"
+    assert not result(Verdict.FAILS).acceptable(drop_state=True)
+    again = RehearsalResult.of(RehearsalResult(Verdict.FAILS, "why", 1.5, 2, 30, False, {"failure": "record"}).to_dict())
+    assert again == RehearsalResult(Verdict.FAILS, "why", 1.5, 2, 30, False, {"failure": "record"})
+
+
+def test_a_binding_file_gives_each_start_its_options(tmp_path):
+    path = str(tmp_path / "binding.json")
+    defined = {"kafka.bootstrap.servers": "b:9092", "subscribe": "orders", "startingOffsets": "earliest",
+               "bindingPath": path}
+    write_binding(path, {**defined, "startingOffsets": '{"orders":{"0":5}}', "drainPath": "/scratch/control",
+                         "rehearsalEndOffsets": '{"orders":{"0":9}}'})
+    assert json.loads((tmp_path / "binding.json").read_text())["drainPath"] == "/scratch/control"
+    parsed = parse_source_options(bound_options(defined))
+    assert (parsed.starting.offsets, parsed.drain_path, parsed.end_offsets) == (
+        {TopicPartition("orders", 0): 5}, "/scratch/control", {TopicPartition("orders", 0): 9})
+    write_binding(path, {**defined, "drainPath": "/home/control"})  # the real run: no rehearsal bound
+    parsed = parse_source_options(bound_options(defined))
+    assert (parsed.starting.kind, parsed.drain_path, parsed.end_offsets) == ("earliest", "/home/control", None)
+
+
+def test_a_missing_binding_file_is_refused_naming_who_writes_it(tmp_path):
+    with pytest.raises(InvalidInputError, match="written by the job runtime before each start"):
+        bound_options({"bindingPath": str(tmp_path / "gone.json")})
