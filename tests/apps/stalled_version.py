@@ -23,8 +23,14 @@ def main(argv: list[str] | None = None) -> int:
                           app_version=args.app_version, sink_kind="idempotent", sink_path=args.output,
                           heartbeat_seconds=args.heartbeat_seconds)
     spark = spark_session(args.cores)
-    def hang(batch_df, batch_id: int) -> None:  # the body of a foreachBatch function: a rehearsal (noop sink)
-        time.sleep(3600)                        # does not run it, so this version passes it and stalls after the go
+    from pyspark.sql import functions as F
+
+    stall = F.udf(lambda value: time.sleep(3600) or value, "binary")
+
+    def hang(batch_df, batch_id: int) -> None:
+        # A Spark job whose tasks never end, run from the batch function: a rehearsal (noop sink) does not run the
+        # function, so this version passes it and stalls after the go; a stop in kill mode cancels the tasks.
+        batch_df.select(stall("value").alias("value")).write.format("noop").mode("overwrite").save()
 
     with StreamRuntime(spark, args.home, config) as runtime:
         writer = runtime.read_stream().writeStream.foreachBatch(hang)
