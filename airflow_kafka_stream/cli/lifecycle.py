@@ -216,8 +216,11 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
         return _check(args, home, kafka, options, say)
     outcome = upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
                       launcher_from(args, home, kafka), kafka, options, secrets=secret_values(kafka), say=say)
+    rehearsal = outcome.rehearsal or {}
     emit(args, outcome.to_dict(), f"upgraded {home.url} from version {outcome.previous_version} to "
-                                  f"{outcome.version}: {outcome.health} (savepoint {outcome.savepoint})")
+                                  f"{outcome.version}: {outcome.health} (savepoint {outcome.savepoint})"
+                                  + (f"\nrehearsed before the stop: {rehearsal.get('verdict')}: {rehearsal.get('reason')}"
+                                     if rehearsal else ""))
     return EXIT_OK
 
 

@@ -358,6 +358,8 @@ class UpgradeOutcome:
     savepoint: str | None
     health: str | None
     previous_version: str | None = None
+    #: What the standby's rehearsal found before the stop (verdict, reason, batches, records), None without one.
+    rehearsal: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

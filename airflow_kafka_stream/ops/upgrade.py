@@ -125,6 +125,15 @@ def end_unused_standby(home: JobHome, handle: StandbyHandle | Mapping[str, Any] 
     return False
 
 
+def rehearsal_of(home: JobHome, handle: StandbyHandle | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the standby's rehearsal reported (kept in its record after it took over), None without a standby."""
+    if not handle:
+        return None
+    token = handle.token if isinstance(handle, StandbyHandle) else handle.get("token")
+    record = home.standby_record() or {}
+    return record.get("rehearsal") if record.get("token") == token else None
+
+
 def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mapping[str, Any] | None,
                    healthy: Mapping[str, Any] | None, rolled_back: Mapping[str, Any] | None, rollback: bool,
                    standby: StandbyHandle | Mapping[str, Any] | None = None) -> UpgradeOutcome:
@@ -143,7 +152,8 @@ def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mappin
     if healthy:
         unpin(home, savepoint)
         log.info("upgrade of %s to version %s succeeded: %s", where, new_version, healthy.get("message"))
-        return UpgradeOutcome(True, str(new_version), savepoint, healthy.get("message"), previous)
+        return UpgradeOutcome(True, str(new_version), savepoint, healthy.get("message"), previous,
+                              rehearsal_of(home, standby))
     if rolled_back:
         unpin(home, savepoint)
         raise UpgradeFailed(

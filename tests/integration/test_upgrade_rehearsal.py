@@ -180,6 +180,9 @@ def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
     compatible = upgrade(job.jobhome, Submission("9"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(),
                          FAST)
     assert compatible.version == "9" and job.status()["generation"] == generation, "state kept across the second"
+    assert (dropped.rehearsal["verdict"], dropped.rehearsal["with_state"]) == ("compatible", False), dropped
+    assert (compatible.rehearsal["verdict"], compatible.rehearsal["with_state"]) == ("compatible", True), compatible
+    assert compatible.rehearsal["batches"] >= 1 and compatible.rehearsal["records"] > 0, compatible
     operations = [r["operation"] for r in job.jobhome.history()]
     assert operations.count("standby-go") == 2, operations
     job.feeder.stop()
