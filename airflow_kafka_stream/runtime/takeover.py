@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 #: How long a starting driver waits for a control-plane operation that holds the job lock to finish.
 START_LOCK_WAIT_SECONDS = 30.0
+#: How long, and how often, a standby looks for the upgrade's go operation to release the lock before it takes it.
+GO_RELEASE_WAIT_SECONDS = 5.0
+GO_RELEASE_POLL_SECONDS = 0.01
 
 
 class RehearsalRefused(JobStateError):
@@ -122,6 +125,7 @@ class Takeover:
         # heartbeat is written every control-plane operation sees this driver as running.
         args = {"job": self.config.job_name, "pid": os.getpid(), "host": socket.gethostname()}
         # A standby reads its go while the upgrade that wrote it still holds the lock: wait for brief holders.
+        self._await_go_release()
         with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}",
                                 existing_home=False, lock_wait_seconds=START_LOCK_WAIT_SECONDS) as record:
             self._refuse_second_driver()
@@ -148,6 +152,17 @@ class Takeover:
         self._status_thread.start()
         # Set only now: a start refused or failed above is done again in full when retried.
         self._prepared = True
+
+    def _await_go_release(self) -> None:
+        """A standby sees its go while the upgrade's go operation still holds the job lock (its history record is
+        written after the go): look for the release every few milliseconds instead of the lock's own 0.2 s,
+        since each look's delay is downtime (``standby-go`` is ``ops.standby.hand_over``'s operation, which this layer
+        cannot import). Bounded; the lock itself then decides, as for any start."""
+        if self.standby is None:
+            return
+        deadline = time.monotonic() + GO_RELEASE_WAIT_SECONDS
+        while time.monotonic() < deadline and (self.home.read_lock() or {}).get("operation") == "standby-go":
+            time.sleep(GO_RELEASE_POLL_SECONDS)
 
     def _query_started(self) -> None:
         """A standby's query now runs as the job's: its record says when (a part of the handover's downtime)."""
