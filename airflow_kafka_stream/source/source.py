@@ -234,11 +234,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._pace_idle_looks()
         if stop_requested(self.options.drain_path):
-            if self._drained_at != start:  # once per position: the check repeats every trigger
-                write_drained(self.options.drain_path, start)
-                self._drained_at = start
-            self._idle_since = time.monotonic()
-            return start
+            return self._drained(start)
         # A withdrawn request: plan again, and answer afresh should a new one come at this same position.
         self._drained_at = None
         begin = parse_offsets(start)
@@ -250,8 +246,18 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if end == begin:
             self._idle_since = time.monotonic()
             return start  # Spark's own object: its text goes back unchanged (see offsets_text)
+        if stop_requested(self.options.drain_path):  # asked while Kafka answered: no batch more to drain
+            return self._drained(start)
         self._idle_since = None
         return to_nested(end)
+
+    def _drained(self, start: dict) -> dict:
+        """A stop request stands: plan nothing new and answer "drained" at ``start``."""
+        if self._drained_at != start:  # once per position: the check repeats every trigger
+            write_drained(self.options.drain_path, start)
+            self._drained_at = start
+        self._idle_since = time.monotonic()
+        return start
 
     def _plan(self, begin: PartitionOffsets, partitions: list[TopicPartition],
               bounds: Mapping[TopicPartition, tuple[int, int]], limit: ReadLimit) -> PartitionOffsets:
