@@ -194,6 +194,8 @@ def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
     totals = newest_totals(job.output, generation)
     assert totals == {2: (float(sum(v["amount"] for v in expected)), len(expected))}, totals
     assert not (job.home / "rehearsals").exists() or not any((job.home / "rehearsals").iterdir())
+    assert sorted(p.name for p in (job.output / "totals").iterdir()) == [
+        f"generation={g:04d}" for g in range(1, generation + 1)], "no rehearsal wrote to the job's output"
     # A check changes nothing of a (stopped) job: same checkpoint, job.json, savepoints, output.
     before, output = home_digest(job.home), home_digest(job.output)
     found = check_upgrade(job.jobhome, Submission("10"), job.launcher(APPS / "totals_key_long.py"), FAST)
