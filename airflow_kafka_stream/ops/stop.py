@@ -162,8 +162,10 @@ def complete_stop(home: JobHome, was_running: bool, options: StopOptions | None 
     with recorded_operation(home, "stop", args, by=by) as record:
         status = home.status_document() or NO_STATUS
         record["before"] = _summary(status)
-        if not status.is_final:
+        if not status.is_final and (was_running or options.savepoint):
             raise JobStateError(f"job {home.url} has not stopped (state {status.state_text}); nothing was saved")
+        # Not running and not final: its driver died without a final status (e.g. while STARTING). Nothing to stop
+        # (a rollback goes on to restore); a savepoint of it was refused above.
         result = StopResult(job_home=home.url, was_running=was_running, killed=killed, state=status.state_text,
                             batch_id=status.last_batch_id, offsets=_offsets(status), note=status.note,
                             error=status.error, app_version=home.spec().get("version"))

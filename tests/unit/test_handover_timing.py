@@ -4,12 +4,16 @@ says when the old driver stopped."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from datetime import UTC, datetime
 
+import pytest
+
 from airflow_kafka_stream.core import standby as rules
-from airflow_kafka_stream.ops.stop import complete_stop
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.ops.stop import complete_stop, stop_job
 from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.status import write_status
@@ -44,3 +48,18 @@ def test_the_stop_record_carries_the_time_the_driver_stopped(tmp_path):
     complete_stop(home, True)
     record = [r for r in home.history() if r["operation"] == "stop"][-1]
     assert record["before"]["stopped_at"] == stopped_at
+
+
+def test_stopping_a_driver_that_died_while_starting_is_nothing_to_stop_unless_a_savepoint_is_asked(tmp_path):
+    # A new version that died right after it took the job (still STARTING, its process gone): a rollback's stop
+    # must go on to the restore, not be refused.
+    home = JobHome(str(tmp_path))
+    home.write_spec({"job": "j", "version": "2"})
+    write_status(home.url, {"job": "j", "state": "STARTING", "pid": 2 ** 22 + 12345, "jvm_pid": 2 ** 22 + 12346,
+                            "host": socket.gethostname(),
+                            "heartbeat": datetime.now(UTC).isoformat(), "heartbeat_epoch": time.time(),
+                            "heartbeat_interval_seconds": 5})
+    stopped = stop_job(home, timeout=5, savepoint=False, on_timeout="kill")
+    assert (stopped.was_running, stopped.state) == (False, "STARTING")
+    with pytest.raises(JobStateError, match="has not stopped"):
+        stop_job(home, timeout=5, savepoint=True)
