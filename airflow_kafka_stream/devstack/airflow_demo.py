@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         _produce(broker.bootstrap_servers, _events(n))
         demo.dag("stream_submit", "version 1 submitted: a detached driver, RUNNING", app_version="1")
         _produce(broker.bootstrap_servers, _events(2 * n)[n:])
-        demo.dag("stream_upgrade", lambda ok: "version 1 -> 2: savepoint, start, health gate" + ("" if ok else
+        demo.dag("stream_upgrade", lambda ok: "version 1 -> 2: rehearsed, savepoint, handover, health" + ("" if ok else
                  " (rolled back)"), new_version="2", health_batches=1, health_window_seconds=10)
         time.sleep(1.5)  # the broker resolves times to the second: the reset point falls between two productions
         reset_to = datetime.now(UTC).replace(microsecond=0)

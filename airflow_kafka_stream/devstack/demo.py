@@ -3,7 +3,7 @@
 Starts the embedded broker, produces sample JSON events (and two poison pills),
 then operates the example pipeline from a terminal, with the command line alone:
 ``submit`` version 1 (a detached spark-submit driver), ``upgrade`` to version 2
-(warm standby, savepoint, go, health gate), ``verify``, ``stop --savepoint``, a
+(a warm standby that rehearses, savepoint, go, health gate), ``verify``, ``stop --savepoint``, a
 reset dry run and the ``history``. The summary counts what was produced and what
 the pipeline wrote: records lost and duplicated are counted, not assumed.
 Every command's output goes to `.demo/demo.log`; everything lives under `.demo/`.
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         feeder = threading.Thread(target=_trickle, args=(bootstrap, records[len(records) // 2:]), daemon=True)
         feeder.start()
         if code == 0:
-            code, _ = cli.run("version 1 -> 2: standby, savepoint, go, health gate", "upgrade", *job,
+            code, _ = cli.run("version 1 -> 2: standby rehearsed, savepoint, go, health", "upgrade", *job,
                               "--app-version", "2", "--health-batches", "1", "--health-window", "5")
         feeder.join()
         if code == 0:
