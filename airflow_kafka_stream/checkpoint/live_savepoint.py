@@ -42,6 +42,7 @@ from airflow_kafka_stream.checkpoint.atomic import (
 )
 from airflow_kafka_stream.checkpoint.file_copy import copy_file
 from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.checkpoint.savepoints import StepHook
 from airflow_kafka_stream.core.checkpoint_fsck import state_version_file
 from airflow_kafka_stream.core.checkpoint_log import (
     COMMITS_DIR,
@@ -67,7 +68,6 @@ from airflow_kafka_stream.errors import JobStateError, SavepointError
 
 log = logging.getLogger(__name__)
 
-StepHook = Callable[[str], None]
 #: Where a copy goes: a URL, or a function of the batch copied (a savepoint's id names its batch).
 Target = str | Callable[[int], str]
 

@@ -29,7 +29,6 @@ from airflow_kafka_stream.checkpoint.atomic import atomic_write, exists_file, is
 from airflow_kafka_stream.checkpoint.file_copy import copy_file, hash_file
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
 from airflow_kafka_stream.checkpoint.writer import state_store_dirs
-from airflow_kafka_stream.core.checkpoint_fsck import crc_target
 from airflow_kafka_stream.core.checkpoint_log import (
     COMMITS_DIR,
     HDFS_PROVIDER,
@@ -38,9 +37,9 @@ from airflow_kafka_stream.core.checkpoint_log import (
     RESTORE_MARKER,
     SOURCES_DIR,
     STATE_DIR,
-    is_temp_name,
     state_file_version,
 )
+from airflow_kafka_stream.core.live_copy import skipped
 from airflow_kafka_stream.core.retention import expired_savepoints
 from airflow_kafka_stream.core.savepoint_manifest import (
     MANIFEST,
@@ -56,11 +55,6 @@ log = logging.getLogger(__name__)
 StepHook = Callable[[str], None]
 
 
-def _skip(name: str) -> bool:
-    """Checksum and temporary files are never copied (Spark reads a log file without its .crc)."""
-    return crc_target(name) is not None or is_temp_name(name)
-
-
 def _tree(fs: fsspec.AbstractFileSystem, root: str, relative: str) -> list[str]:
     """Relative paths of every file under ``root/relative``, without checksum or temp files."""
     base = join(root, relative)
@@ -68,7 +62,7 @@ def _tree(fs: fsspec.AbstractFileSystem, root: str, relative: str) -> list[str]:
         return []
     found = fs.find(base)
     return sorted(
-        path[len(root) + 1 :] for path in found if not _skip(path.rsplit("/", 1)[-1]) and not path.endswith("/")
+        path[len(root) + 1 :] for path in found if not skipped(path.rsplit("/", 1)[-1]) and not path.endswith("/")
     )
 
 
