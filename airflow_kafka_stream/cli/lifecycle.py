@@ -104,6 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_kafka_args(p)
     add_launch_args(p, version_required=False)
     p.add_argument("--timeout", type=float, default=600.0, help="launch: seconds the standby may take to be READY")
+    p.add_argument("--drop-state", action="store_true",
+                   help="launch: the upgrade will drop the state, so the standby rehearses from the offsets alone")
+    p.add_argument("--rehearsal-timeout", type=float, default=300.0,
+                   help="launch: seconds the standby's rehearsal of the new query may run")
     p.add_argument("--reason", type=nonempty, default="ended by an operator",
                    help="end: why, recorded in the history and the standby's record")
     p.set_defaults(handler=_cmd_standby)
@@ -140,7 +144,8 @@ def _standby_launch(args: argparse.Namespace) -> int:
     home.require()
     kafka = kafka_settings(args, home)
     handle = launch_standby(home, submission_from(args, home, kafka, _running_submission(home)),
-                            launcher_from(args, home, kafka))
+                            launcher_from(args, home, kafka),
+                            rehearse={"drop_state": args.drop_state, "timeout_seconds": args.rehearsal_timeout})
     wait_ready(home, handle, args.timeout, 0.5, secret_values(kafka))
     emit(args, handle.to_dict(), f"standby of version {handle.app_version} is READY (pid {handle.pid}, log "
                                  f"{handle.driver_log}); `upgrade --app-version {handle.app_version}` hands the job "

@@ -183,6 +183,7 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
         if options.standby and running:
             live = live_standby(home)
             if live is not None and live.app_version == new.app_version:  # `standby launch` warmed it already
+                _refuse_unfit_standby(home, live, options)
                 say(f"using the live standby of version {new.app_version} (pid {live.pid})")
                 handle = live
             else:  # refused while another version's standby lives: that one is not ours to end
@@ -201,6 +202,17 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     if healthy is None and options.rollback:
         rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say)
     return decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
+
+
+def _refuse_unfit_standby(home: JobHome, live: StandbyHandle, options: UpgradeOptions) -> None:
+    """A standby launched ahead (``standby launch --drop-state``) that rehearsed without the state cannot serve an
+    upgrade that keeps it: the state was never checked against the new query."""
+    asked = (home.standby_record() or {}).get("rehearse") or {}
+    if asked.get("drop_state") and not options.drop_state:
+        raise JobStateError(
+            f"the live standby of version {live.app_version} (pid {live.pid}) rehearsed without the job's state (it "
+            "was launched to drop it), so it cannot take over an upgrade that keeps the state; nothing was changed. "
+            "Upgrade with drop_state, or end it (standby end) and upgrade again", setting="drop_state")
 
 
 def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Mapping[str, Any],

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.launcher import Submission
+from airflow_kafka_stream.ops.standby import launch_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
 from airflow_kafka_stream.ops.upgrade_check import check_upgrade
@@ -172,9 +173,18 @@ def test_upgrade_check_reports_each_verdict(job):
 
 
 def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
+    # A standby launched ahead to drop the state rehearsed without it: an upgrade keeping the state refuses it.
+    ahead = launch_standby(job.jobhome, Submission("8"), job.launcher(APPS / "totals_key_long.py"),
+                           rehearse={"drop_state": True, "timeout_seconds": 180})
+    wait_ready(job.jobhome, ahead, timeout=300, poll=0.5)
+    with pytest.raises(JobStateError, match="rehearsed without the job's state"):
+        upgrade(job.jobhome, Submission("8"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(), FAST)
     dropped = upgrade(job.jobhome, Submission("8"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(),
                       replace(FAST, drop_state=True))
     assert dropped.version == "8"
+    launches = [r for r in job.jobhome.history() if r["operation"] == "standby-launch"
+                and r["args"]["app_version"] == "8"]
+    assert len(launches) == 1, "the upgrade with drop_state took over the standby launched ahead"
     generation = job.status()["generation"]
     seeded = job.jobhome.generation_info(generation)["start_offsets"][job.topic]
     compatible = upgrade(job.jobhome, Submission("9"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(),
