@@ -150,23 +150,13 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
         home.write_standby_go({"token": handle.token, "action": rules.CANCEL, "by": record["by"],
                                         "reason": reason, "at": datetime.now(UTC).isoformat()})
         end_process(handle.pid, handle.host, grace_seconds)
-        remove_rehearsal(home, handle.token)
+        if home.remove_rehearsal(handle.token):  # a standby killed mid-rehearsal cannot clean its scratch
+            log.info("removed the rehearsal scratch area of the ended standby %s", handle.pid)
         if live:
             home.write_standby_record({**found, "state": rules.ENDED, "error": reason,
                                                 "ended_at": datetime.now(UTC).isoformat()})
         record["after"] = {"was_live": live}
         return live
-
-
-def remove_rehearsal(home: JobHome, token: str) -> None:
-    """Remove what an ended standby's rehearsal left (a standby killed mid-rehearsal cannot clean its scratch)."""
-    scratch = home.fs._strip_protocol(home.rehearsal_url(token))
-    try:
-        if home.fs.exists(scratch):
-            home.fs.rm(scratch, recursive=True)
-            log.info("removed the rehearsal scratch area %s of an ended standby", scratch)
-    except OSError as exc:
-        log.warning("could not remove the rehearsal scratch area %s: %s", scratch, exc)
 
 
 def end_live_standby(home: JobHome, reason: str, by: str | None = None) -> StandbyHandle:

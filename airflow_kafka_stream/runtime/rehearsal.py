@@ -117,21 +117,11 @@ def rehearse(spark, writer, setup: RehearsalSetup) -> RehearsalResult:
     df = writer._df
     if facts.get("output_mode"):
         setup = replace(setup, output_mode=facts["output_mode"])
-    scratch = setup.home.rehearsal_url(setup.token)
-    fs = setup.home.fs
     try:
-        result = _rehearse(spark, df, setup, scratch, started)
+        result = _rehearse(spark, df, setup, setup.home.rehearsal_url(setup.token), started)
     finally:
-        try:
-            if fs.exists(_path(setup.home, scratch)):
-                fs.rm(_path(setup.home, scratch), recursive=True)
-        except OSError as exc:  # noqa: PERF203 - the next rehearsal of this home clears it
-            log.warning("could not remove the rehearsal's scratch area %s: %s", scratch, exc)
+        setup.home.remove_rehearsal(setup.token)
     return replace(result, seconds=time.monotonic() - started)
-
-
-def _path(home: JobHome, url: str) -> str:
-    return home.fs._strip_protocol(url)
 
 
 def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) -> RehearsalResult:

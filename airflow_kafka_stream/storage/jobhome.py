@@ -197,9 +197,26 @@ class JobHome(ControlFiles, JobLock):
 
     def rehearsal_url(self, token: str) -> str:
         """A standby's private scratch area (``rehearsals/<token>``): nothing of the job reads it."""
+        return self.url_of(*self._rehearsal(token))
+
+    def remove_rehearsal(self, token: str) -> bool:
+        """Remove a standby's scratch area (its rehearsal ended, or the standby was ended); whether one was there.
+        A failure is logged, not raised: the next removal of the same token clears what is left."""
+        scratch = self.p(*self._rehearsal(token))
+        try:
+            if not self.fs.exists(scratch):
+                return False
+            self.fs.rm(scratch, recursive=True)
+            return True
+        except OSError as exc:
+            log.warning("could not remove the rehearsal scratch area %s: %s", scratch, exc)
+            return False
+
+    @staticmethod
+    def _rehearsal(token: str) -> layout.Name:
         if not layout.is_segment(token):
             raise InvalidInputError(f"rehearsal token {token!r} is not one path segment")
-        return self.url_of(*layout.REHEARSALS, token)
+        return (*layout.REHEARSALS, token)
 
     def savepoint_url(self, savepoint_id: str) -> str:
         if not layout.is_segment(savepoint_id):
