@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_position
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, to_nested
+from airflow_kafka_stream.checkpoint.rehearsal_copy import RehearsalCopy, copy_for_rehearsal
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, render_offsets_json
 from airflow_kafka_stream.core.rehearsal import (
     FailureKind,
     RehearsalResult,
@@ -35,7 +36,7 @@ from airflow_kafka_stream.core.rehearsal import (
     spark_error_line,
     state_failure_reason,
 )
-from airflow_kafka_stream.runtime.standby import EXECUTOR_GRACE_SECONDS
+from airflow_kafka_stream.runtime.session import EXECUTOR_GRACE_SECONDS, ExecutorGrace
 from airflow_kafka_stream.source.binding import write_binding
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -129,7 +130,7 @@ def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) ->
     if position.batch_id is None:
         return RehearsalResult(Verdict.NOT_REHEARSED, "the job has no committed batch yet: there is no state and "
                                "no record position to rehearse on", with_state=False)
-    copy = _copy_checkpoint(setup, f"{scratch}/copy")
+    copy = copy_for_rehearsal(setup.checkpoint_url, f"{scratch}/copy", setup.home.storage_options)
     deadline = started + setup.timeout_seconds
     if not setup.drop_state:
         run = _run(spark, df, setup, scratch, 0, copy, deadline, with_state=True)
@@ -162,23 +163,6 @@ def _compare_state(setup: RehearsalSetup, new_checkpoint: str) -> dict[str, Any]
     return {"state_differences": state_differences(old.operators, new.operators),
             "state_operators": {"job": [op.to_dict() for op in old.operators],
                                 "new_version": [op.to_dict() for op in new.operators]}}
-
-
-@dataclass
-class _Copy:
-    """The scratch copy: the batch Spark re-runs in it and the offsets that batch starts and ends at."""
-
-    url: str
-    rerun_batch: int
-    start: PartitionOffsets  # where the re-run batch starts (the state's position)
-    end: PartitionOffsets
-
-
-def _copy_checkpoint(setup: RehearsalSetup, target: str) -> _Copy:
-    from airflow_kafka_stream.checkpoint.rehearsal_copy import copy_for_rehearsal
-
-    found = copy_for_rehearsal(setup.checkpoint_url, target, setup.home.storage_options)
-    return _Copy(target, found.rerun_batch, found.start, found.end)
 
 
 @dataclass
@@ -216,23 +200,12 @@ class _Run:
                                with_state=with_state, details={"failure": str(self.kind)})
 
 
-def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Copy, deadline: float,
-         with_state: bool, end: PartitionOffsets | None = None, start: PartitionOffsets | None = None,
-         max_batches: int = MAX_BATCHES + 1) -> _Run:
-    """One rehearsal query: on the scratch copy (``with_state``), or on an empty checkpoint starting at the copy's
-    re-run batch (``start``), up to ``end`` when given."""
+def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: RehearsalCopy, deadline: float,
+         with_state: bool) -> _Run:
+    """One rehearsal query: on the scratch copy (``with_state``), or on an empty checkpoint starting where the copy's
+    re-run batch starts."""
     checkpoint = copy.url if with_state else f"{scratch}/checkpoint-{attempt}"
-    options = {**setup.options,
-               "drainPath": f"{scratch}/control-{attempt}",
-               "startOffsetsPath": f"{scratch}/start-{attempt}.json",
-               "startingOffsets": _json(start or copy.start),
-               "maxOffsetsPerTrigger": str(min(int(setup.options.get("maxOffsetsPerTrigger") or BATCH_RECORDS),
-                                               BATCH_RECORDS))}
-    if end is not None:
-        options["rehearsalEndOffsets"] = _json(end)
-    options.pop("bindingPath", None)
-    write_binding(setup.binding_file, options)
-    query = None
+    _bind(setup, scratch, attempt, copy.start, limit=True)
     try:
         query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(checkpoint))
     except Exception as exc:  # noqa: BLE001 - the new version's query could not start: its verdict
@@ -241,12 +214,7 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Co
         reason = state_failure_reason(text) if kind is FailureKind.STATE else (
             f"the new version's query could not start: {spark_error_line(text)}")
         return _Run(text, False, 0, 0, False, reason, kind)
-    try:
-        waited = _await(query, deadline, max_batches, spark)
-        failure = query.exception()
-    finally:
-        if query.isActive:
-            query.stop()
+    waited, failure = _execute(spark, query, deadline, MAX_BATCHES + 1)
     batches, records = _counted(query)
     if waited == NO_EXECUTORS:
         return _Run(None, True, batches, records, False, no_executors=True)
@@ -262,6 +230,36 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Co
     if kind is FailureKind.RECORD:
         run.located = _locate(spark, df, setup, scratch, copy, deadline, reason)
     return run
+
+
+def _bind(setup: RehearsalSetup, scratch: str, attempt: int, start: PartitionOffsets, *, limit: bool,
+          end: PartitionOffsets | None = None) -> None:
+    """The options of the next start of the query (its binding file): the job's source options with the
+    attempt's own stop handshake and start record, starting at ``start``; at most :data:`BATCH_RECORDS` a batch
+    with ``limit``, no further than ``end`` when given."""
+    options = {**setup.options, "drainPath": f"{scratch}/control-{attempt}",
+               "startOffsetsPath": f"{scratch}/start-{attempt}.json", "startingOffsets": render_offsets_json(start)}
+    options.pop("bindingPath", None)
+    if limit:
+        options["maxOffsetsPerTrigger"] = str(min(int(options.get("maxOffsetsPerTrigger") or BATCH_RECORDS),
+                                                  BATCH_RECORDS))
+    else:
+        options.pop("maxOffsetsPerTrigger", None)
+    if end is not None:
+        options["rehearsalEndOffsets"] = render_offsets_json(end)
+    write_binding(setup.binding_file, options)
+
+
+def _execute(spark, query, deadline: float, max_batches: int) -> tuple[str, Exception | None]:
+    """Wait for a started rehearsal query (see :func:`_await`), stop it if it still runs; how the wait ended and the
+    query's failure, if any."""
+    try:
+        waited = _await(query, deadline, max_batches, spark)
+        failure = query.exception()
+    finally:
+        if query.isActive:
+            query.stop()
+    return waited, failure
 
 
 def _start(df, setup: RehearsalSetup, output: str, checkpoint: str):
@@ -283,19 +281,16 @@ def _start(df, setup: RehearsalSetup, output: str, checkpoint: str):
 ENDED, TIMED_OUT, NO_EXECUTORS = "ended", "timed out", "no executors"
 
 
-def _await(query, deadline: float, max_batches: int, spark=None) -> str:
+def _await(query, deadline: float, max_batches: int, spark) -> str:
     """Wait until the query ended or ran ``max_batches`` batches (ENDED), the deadline came (TIMED_OUT), or a
     cluster gave it no executor within the grace (NO_EXECUTORS)."""
-    from airflow_kafka_stream.runtime.session import executor_count
-
-    cluster = spark is not None and not str(spark.conf.get("spark.master", "")).startswith("local")
-    executors_due = time.monotonic() + EXECUTOR_GRACE_SECONDS
+    grace = ExecutorGrace(spark)
     while query.isActive:
         if _counted(query)[0] >= max_batches:
             return ENDED
         if time.monotonic() >= deadline:
             return TIMED_OUT
-        if cluster and time.monotonic() > executors_due and executor_count(spark) == 0:
+        if grace.ran_out():
             return NO_EXECUTORS
         try:
             query.awaitTermination(0.2)
@@ -310,13 +305,7 @@ def _counted(query) -> tuple[int, int]:
     return len(progress), sum(int(p.get("numInputRows") or 0) for p in progress)
 
 
-def _json(offsets: PartitionOffsets) -> str:
-    import json
-
-    return json.dumps(to_nested(offsets), separators=(",", ":"), sort_keys=True)
-
-
-def _locate(spark, df, setup: RehearsalSetup, scratch: str, copy: _Copy, deadline: float, reason: str) -> str | None:
+def _locate(spark, df, setup: RehearsalSetup, scratch: str, copy: RehearsalCopy, deadline: float, reason: str) -> str | None:
     """Narrow a failure on a record to its partition and offset, with stateless runs over parts of the stretch
     the failed rehearsal read (its re-run batch's range). None when it cannot be narrowed in time."""
     runs = 0
@@ -326,9 +315,8 @@ def _locate(spark, df, setup: RehearsalSetup, scratch: str, copy: _Copy, deadlin
         if runs >= MAX_LOCATE_RUNS or time.monotonic() >= deadline:
             return None
         runs += 1
-        result = _run_plain(spark, df, setup, scratch, 100 + runs, copy,
-                            min(deadline, time.monotonic() + LOCATE_RUN_SECONDS), end)
-        return result
+        return _run_plain(spark, df, setup, scratch, 100 + runs, copy,
+                          min(deadline, time.monotonic() + LOCATE_RUN_SECONDS), end)
 
     for tp in sorted(copy.end, key=str):
         low, high = copy.start.get(tp, copy.end[tp]), copy.end[tp]
@@ -354,25 +342,15 @@ def _name(tp: TopicPartition) -> str:
     return f"{tp.topic} partition {tp.partition}"
 
 
-def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: _Copy, deadline: float,
+def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: RehearsalCopy, deadline: float,
                end: PartitionOffsets) -> bool | None:
     """Whether a stateless run from the copy's re-run batch up to ``end`` fails on a record (None: not known)."""
-    options = {**setup.options, "drainPath": f"{scratch}/control-{attempt}",
-               "startOffsetsPath": f"{scratch}/start-{attempt}.json", "startingOffsets": _json(copy.start),
-               "rehearsalEndOffsets": _json(end)}
-    options.pop("bindingPath", None)
-    options.pop("maxOffsetsPerTrigger", None)
-    write_binding(setup.binding_file, options)
+    _bind(setup, scratch, attempt, copy.start, limit=False, end=end)
     try:
         query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(f"{scratch}/checkpoint-{attempt}"))
     except Exception:  # noqa: BLE001 - cannot start at all: not a record's fault
         return None
-    try:
-        timed_out = _await(query, deadline, 1_000_000, spark) != ENDED
-        failure = query.exception()
-    finally:
-        if query.isActive:
-            query.stop()
-    if timed_out:
+    waited, failure = _execute(spark, query, deadline, 1_000_000)
+    if waited != ENDED:
         return None
     return failure is not None and failure_kind(str(failure), started=True) is FailureKind.RECORD

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 
 def local_session(app_name: str, warehouse: str | None = None, cores: str = "*", extra: dict | None = None):
@@ -39,3 +40,25 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
 def executor_count(spark) -> int:
     """Executors registered with this application (the driver's own entry not counted)."""
     return max(len(spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()) - 1, 0)
+
+
+#: How long a standby on a cluster waits for its first executor before it rehearses without one.
+EXECUTOR_GRACE_SECONDS = 30.0
+
+
+def is_local(spark) -> bool:
+    """Whether the session runs in local mode (its executors are this driver's threads)."""
+    return str(spark.conf.get("spark.master", "")).startswith("local")
+
+
+class ExecutorGrace:
+    """From now, how long a standby on a cluster waits for an executor: the running version may hold every core."""
+
+    def __init__(self, spark, seconds: float = EXECUTOR_GRACE_SECONDS) -> None:
+        self._spark, self.seconds = spark, seconds
+        self._cluster = not is_local(spark)
+        self._due = time.monotonic() + seconds
+
+    def ran_out(self) -> bool:
+        """On a cluster, the grace is over and the application still has no executor."""
+        return self._cluster and time.monotonic() > self._due and executor_count(self._spark) == 0

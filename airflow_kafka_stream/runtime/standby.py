@@ -31,7 +31,7 @@ from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
-from airflow_kafka_stream.runtime.session import executor_count
+from airflow_kafka_stream.runtime.session import ExecutorGrace, is_local
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import process_alive
@@ -228,7 +228,7 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
     if options["startingOffsets"] == "latest" or options["startingOffsets"] == _behind(last_offsets, 0):
         timeout = min(timeout, 10.0)  # nothing to read back: a batch comes only if records arrive meanwhile
     options["failOnDataLoss"] = "false"  # records before the position may have been deleted meanwhile
-    local = str(spark.conf.get("spark.master", "")).startswith("local")
+    local = is_local(spark)
 
     def write(batch_df, batch_id: int) -> None:
         if local:
@@ -243,14 +243,14 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
         query = (spark.readStream.format(source_format).options(**options).load().writeStream
                  .foreachBatch(write).option("checkpointLocation", f"{scratch}/checkpoint").start())
         deadline = time.monotonic() + timeout
-        executors_due = time.monotonic() + EXECUTOR_GRACE_SECONDS
+        grace = ExecutorGrace(spark)
         while query.isActive and time.monotonic() < deadline and not _executed_a_batch(query):
-            if not local and time.monotonic() > executors_due and executor_count(spark) == 0:
+            if grace.ran_out():
                 log.warning(
                     "the standby got no executor in %.0fs: the running version holds the cluster's cores. It is "
                     "READY with its driver warm, and its executors start with its query at the handover; give "
                     "the cluster room for both applications (e.g. spark.cores.max) to warm them too",
-                    EXECUTOR_GRACE_SECONDS)
+                    grace.seconds)
                 break
             query.awaitTermination(0.1)
         failure = query.exception()
@@ -261,10 +261,6 @@ def rehearse(spark, source_format: str, source_options: Mapping[str, str], last_
             query.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     return time.monotonic() - started
-
-
-#: How long a standby on a cluster waits for its first executor before it stops rehearsing without one.
-EXECUTOR_GRACE_SECONDS = 30.0
 
 
 def _executed_a_batch(query) -> bool:
