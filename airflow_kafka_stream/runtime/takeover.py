@@ -101,14 +101,14 @@ class Takeover:
 
         self._read_home()
         asked = self.standby.rehearsal_request()
-        checkpoint = self.home.checkpoint_url(self.home.current_generation()) if (
-            self.home.current_generation() is not None) else None
-        if checkpoint is None:
+        generation = self.home.current_generation()
+        if generation is None:
             result = RehearsalResult.of({"verdict": "not rehearsed", "reason": "the job has no checkpoint yet"})
         else:
             self._set_hadoop_settings()
             setup = RehearsalSetup(
-                home=self.home, token=self.standby.token, checkpoint_url=checkpoint, binding_file=self._binding_file,
+                home=self.home, token=self.standby.token, checkpoint_url=self.home.checkpoint_url(generation),
+                binding_file=self._binding_file,
                 options=self._source_options(self.config.starting_offsets), drop_state=bool(asked.get("drop_state")),
                 timeout_seconds=float(asked.get("timeout_seconds") or 300.0), sink=rehearsal_sink,
                 spark_url=lambda url: spark_url(url, self.config.storage_options))
