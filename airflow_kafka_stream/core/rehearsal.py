@@ -79,9 +79,14 @@ class RehearsalResult:
 
     def acceptable(self, drop_state: bool) -> bool:
         """Whether an upgrade (with or without ``drop_state``) may go on to stop the old version."""
-        if self.verdict is Verdict.COMPATIBLE or self.verdict is Verdict.NOT_REHEARSED:
-            return True
-        return self.verdict is Verdict.NEEDS_DROP_STATE and drop_state
+        return lets_upgrade_go_on(self.verdict, drop_state)
+
+
+def lets_upgrade_go_on(verdict: Verdict | str, drop_state: bool) -> bool:
+    """Whether an upgrade (with or without ``drop_state``) may go on to stop the old version after this verdict."""
+    verdict = Verdict(verdict)
+    return verdict in (Verdict.COMPATIBLE, Verdict.NOT_REHEARSED) or (
+        verdict is Verdict.NEEDS_DROP_STATE and drop_state)
 
 
 def failure_kind(error: str, started: bool) -> FailureKind:

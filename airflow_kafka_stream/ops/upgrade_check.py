@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_stream.core.rehearsal import RehearsalResult, Verdict
+from airflow_kafka_stream.core.rehearsal import RehearsalResult, Verdict, lets_upgrade_go_on
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.standby import end_standby, launch_standby, look_standby
 from airflow_kafka_stream.ops.submit import log_tail
@@ -46,9 +46,7 @@ class UpgradeCheck:
     @property
     def would_upgrade(self) -> bool:
         """Whether an upgrade with the same ``drop_state`` would go on to stop the old version."""
-        verdict = Verdict(self.verdict)
-        return verdict in (Verdict.COMPATIBLE, Verdict.NOT_REHEARSED) or (
-            verdict is Verdict.NEEDS_DROP_STATE and self.drop_state)
+        return lets_upgrade_go_on(self.verdict, self.drop_state)
 
     def to_dict(self) -> dict[str, Any]:
         return {"app_version": self.app_version, "verdict": self.verdict, "reason": self.reason,
