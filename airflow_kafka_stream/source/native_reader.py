@@ -96,7 +96,7 @@ class NativePartition:
 
     def __init__(self, module: ModuleType, config: dict[str, object], rng: OffsetRange, schema: pa.Schema) -> None:
         self._reader = module.PartitionReader(librdkafka_config(config), rng.topic, rng.partition, rng.start)
-        self._topic = pa.scalar(rng.topic, pa.string())
+        self._topic = _string_scalar(rng.topic)
         self._partition = rng.partition
         self._schema = schema
 
@@ -113,10 +113,10 @@ class NativePartition:
             _binary(count, key_valid, key_nulls, key_offsets, key_data),
             _binary(count, value_valid, value_nulls, value_offsets, value_data),
             pa.repeat(self._topic, count),
-            pa.array(np.full(count, self._partition, dtype=np.int32)),
-            pa.array(numbers),
-            pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(stamps)]),
-            pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(kinds)]),
+            _fixed_width(pa.int32(), count, np.full(count, self._partition, dtype=np.int32)),
+            _fixed_width(pa.int64(), count, offsets),
+            _fixed_width(TIMESTAMP_TYPE, count, stamps),
+            _fixed_width(pa.int32(), count, kinds),
         ]
         batch = pa.RecordBatch.from_arrays(columns, schema=self._schema)
         return Polled(batch, int(numbers[0]), int(numbers[-1]), errors, beyond > 0)
@@ -136,6 +136,21 @@ class NativePartition:
 
     def close(self) -> None:
         self._reader.close()
+
+
+# Every column is made from buffers, never from Python objects: pyarrow imports pandas (about 0.2 s) the first
+# time it converts Python values (pa.array, pa.scalar), a cost each new process would pay at its first read,
+# the source's process after an upgrade's go among them.
+
+
+def _string_scalar(text: str) -> pa.Scalar:
+    data = text.encode("utf-8")
+    offsets = np.array([0, len(data)], dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
+
+
+def _fixed_width(kind: pa.DataType, count: int, data) -> pa.Array:
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)])
 
 
 def _binary(count: int, valid: bytes | None, nulls: int, offsets: bytes, data: bytes) -> pa.Array:

@@ -5,6 +5,8 @@ edges, the same refusals."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -75,6 +77,27 @@ def test_native_reader_is_built_and_chosen(kafka_bootstrap, topic):
     finally:
         for partition in chosen.values():
             partition.close()
+
+
+READ_IN_A_NEW_PROCESS = """
+import sys
+from airflow_kafka_stream.source import arrow_rows
+from airflow_kafka_stream.source.offset_ranges import OffsetRange
+from airflow_kafka_stream.source.source_options import parse_source_options
+bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+opts = parse_source_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+rows = sum(b.num_rows for b in arrow_rows.read_range(opts, OffsetRange(topic, 0, 0, count)))
+print(rows, "pandas" in sys.modules)
+"""
+
+
+def test_the_c_reader_never_makes_pyarrow_import_pandas(kafka_bootstrap, topic):
+    """pyarrow imports pandas (about 0.2 s) the first time it converts Python values; the C reader builds every
+    column from buffers, so a new process (an upgrade's source process, a new executor worker) does not pay it
+    at its first read."""
+    found = subprocess.run([sys.executable, "-c", READ_IN_A_NEW_PROCESS, kafka_bootstrap, topic, str(len(RECORDS))],
+                           capture_output=True, text=True, timeout=60, check=True)
+    assert found.stdout.split() == [str(len(RECORDS)), "False"], found.stdout + found.stderr
 
 
 @pytest.mark.parametrize("reader", READERS)
