@@ -77,7 +77,7 @@ class SourceSetup:
         if self._binding_file is not None:
             write_binding(self._binding_file, self.source_options())
 
-    def spark_checkpoint_location(self) -> str:
+    def spark_checkpoint_location(self, location: str | None = None) -> str:
         """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.
 
         The job home is named for fsspec (a local path, ``s3://``); Spark needs ``file://`` (a bare path means
@@ -86,7 +86,7 @@ class SourceSetup:
         from airflow_kafka_stream.core.cluster import spark_url
 
         self._set_hadoop_settings()
-        return spark_url(str(self.checkpoint_location), self.config.storage_options)
+        return spark_url(str(location or self.checkpoint_location), self.config.storage_options)
 
     def _set_hadoop_settings(self) -> None:
         """The job home's storage options as the Hadoop settings of Spark's file systems."""

@@ -114,6 +114,12 @@ class Standby:
             self._doc["query_started_at"] = utc_now().isoformat()
             self._write_locked()
 
+    def note_started_ahead(self) -> None:
+        """The query this standby started before its go is the job's query (it skipped its start after the go)."""
+        with self._lock:
+            self._doc["started_ahead"] = True
+            self._write_locked()
+
     def end(self, state: str, error: str | None) -> None:
         """Write the final record and stop the heartbeat."""
         self._closing.set()

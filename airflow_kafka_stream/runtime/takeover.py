@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_started_position
@@ -28,6 +29,7 @@ from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.standby import rehearse
+from airflow_kafka_stream.source.binding import write_cancelled, write_waiting
 from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.operation import recorded_operation
@@ -39,6 +41,18 @@ START_LOCK_WAIT_SECONDS = 30.0
 #: How long, and how often, a standby looks for the upgrade's go operation to release the lock before it takes it.
 GO_RELEASE_WAIT_SECONDS = 5.0
 GO_RELEASE_POLL_SECONDS = 0.01
+
+
+#: How long a query started ahead waits for its go beyond the standby's own longest wait.
+AHEAD_WAIT_MARGIN_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class StartedAhead:
+    """A standby's query started before its go on the checkpoint it expects to take, waiting in its source."""
+
+    query: Any
+    location: str
 
 
 class RehearsalRefused(JobStateError):
@@ -119,6 +133,57 @@ class Takeover:
             raise RehearsalRefused(f"the rehearsal of version {self.config.app_version} before the stop: "
                                    f"{result.verdict}: {result.reason}")
         BatchListener(self._on_batch)  # the listener's py4j classes
+
+    def _start_ahead(self, writer) -> None:
+        """Start the job's query before the go on the current generation's checkpoint, its source waiting for its
+        binding (``source/binding.py``): Spark's query start, the Python process serving the source and this
+        package's imports are then done while the old version still runs, instead of after the go (measured:
+        0.85 s of a 2.5 s handover). Spark reads nothing of the checkpoint before the source is made. Best effort:
+        any failure leaves the usual start after the go."""
+        generation = self.home.current_generation()
+        if generation is None or self._binding_file is None:
+            return
+        location = self.spark_checkpoint_location(self.home.checkpoint_url(generation))
+        write_waiting(self._binding_file, self.config.standby_max_wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)
+        try:
+            query = writer.option("checkpointLocation", location).start()
+        except Exception as exc:  # noqa: BLE001 - the go then starts the query as without a start ahead
+            log.warning("job %s: could not start the query ahead of the go (%s); it starts after the go",
+                        self.config.job_name, exc)
+            self._bind_for_run()
+            return
+        self._ahead = StartedAhead(query, location)
+        log.info("job %s: the standby's query started ahead of the go on %s; its source waits for the go",
+                 self.config.job_name, location)
+
+    def _adopt_ahead(self):
+        """After the take: the query started ahead, now bound to this run's options, when it waits on the
+        checkpoint the take chose; None (the query is let go) otherwise, and the caller starts one."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        if ahead.location == self.spark_checkpoint_location() and ahead.query.isActive:
+            self._bind_for_run()
+            if self.standby is not None:
+                self.standby.note_started_ahead()
+            return ahead.query
+        log.info("job %s: the query started ahead on %s is not used (the job's checkpoint is %s)",
+                 self.config.job_name, ahead.location, self.spark_checkpoint_location())
+        self._let_go(ahead)
+        return None
+
+    def _cancel_ahead(self) -> None:
+        """The standby did not take the job: let the query started ahead go."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            self._let_go(ahead)
+
+    def _let_go(self, ahead: StartedAhead) -> None:
+        write_cancelled(self._binding_file)  # its source raises rather than read with options of no run
+        try:
+            ahead.query.stop()
+        except Exception as exc:  # noqa: BLE001 - it read and wrote nothing; only its process lingers
+            log.warning("job %s: stopping the query started ahead: %s", self.config.job_name, exc)
 
     def _take_job(self) -> None:
         # Under the job lock: a reset or restore in progress must finish first, and once the STARTING

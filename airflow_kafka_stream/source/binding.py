@@ -7,17 +7,32 @@ and again for real once it has the go; the options that differ between those sta
 ``drainPath``, ``startOffsetsPath``, ``maxOffsetsPerTrigger``, ``rehearsalEndOffsets``) are read at each
 start from a small JSON file on the driver's host, named by the ``bindingPath`` option. The runtime rewrites
 the file only between queries (never while one runs: Spark creates readers again during a query).
+
+A standby also starts the job's query ahead of its go, on the checkpoint it expects to take over, with the
+file *waiting*: Spark then does everything of a query's start up to the source (its plan, the Python process
+that serves the source, this package's imports) while the old version still runs, and the source's
+``streamReader`` waits there, before Spark has read anything of the checkpoint. After the go the runtime
+writes the run's options and the query goes on; a query it cannot use (another generation was chosen, the
+standby ended) is *cancelled*: its reader raises and the runtime stops it, having read and written nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from airflow_kafka_stream.errors import InvalidInputError
 
 BINDING_OPTION = "bindingPath"
+
+#: The key of a binding file that holds no options yet: "waiting" (with "until", an epoch) or "cancelled".
+PENDING_KEY = "bindingPending"
+WAITING = "waiting"
+CANCELLED = "cancelled"
+#: How often a reader waiting for its binding looks at the file (each look's delay is an upgrade's downtime).
+WAIT_POLL_SECONDS = 0.005
 
 
 def binding_path(options: Mapping[str, str]) -> str | None:
@@ -28,20 +43,22 @@ def binding_path(options: Mapping[str, str]) -> str | None:
     return None
 
 
-def bound_options(options: Mapping[str, str]) -> dict[str, str]:
-    """The options as given at definition, with the binding file's options replacing them."""
+def bound_options(options: Mapping[str, str], while_waiting: Callable[[], None] | None = None) -> dict[str, str]:
+    """The options as given at definition, with the binding file's options replacing them; a file still waiting
+    for them is waited for, ``while_waiting`` run once first (best effort: what it raises is ignored)."""
     path = binding_path(options)
     base = {str(key): str(value) for key, value in options.items()}
     if path is None:
         return base
-    try:
-        with open(path, encoding="utf-8") as handle:
-            bound = json.load(handle)
-    except FileNotFoundError:
-        raise InvalidInputError(f"option bindingPath: {path} does not exist; it is written by the job runtime "
-                                "before each start of its query, so start the query with runtime.run") from None
-    except ValueError as exc:
-        raise InvalidInputError(f"option bindingPath: {path} is not JSON ({exc})") from None
+    bound = _read(path)
+    if PENDING_KEY in bound:
+        if while_waiting is not None:
+            try:
+                while_waiting()
+            except Exception:  # noqa: BLE001, S110 - a warm-up; the run does the same work itself when it failed
+                pass
+            bound = _read(path)
+        bound = _wait_while_pending(path, bound)
     lowered = {str(key).lower() for key in bound}
     kept = {key: value for key, value in base.items() if key.lower() not in lowered}
     return {**kept, **{str(key): str(value) for key, value in bound.items()}, BINDING_OPTION: path}
@@ -49,7 +66,50 @@ def bound_options(options: Mapping[str, str]) -> dict[str, str]:
 
 def write_binding(path: str, options: Mapping[str, str]) -> None:
     """Write the options of the next start (atomically: a reader sees the old file or the new one)."""
+    _write(path, {key: str(value) for key, value in options.items() if key != BINDING_OPTION})
+
+
+def write_waiting(path: str, wait_seconds: float) -> None:
+    """Make a query started now wait in its source for :func:`write_binding` (at most ``wait_seconds``)."""
+    _write(path, {PENDING_KEY: WAITING, "until": time.time() + wait_seconds})
+
+
+def write_cancelled(path: str) -> None:
+    """Make a query waiting for its binding fail in its source, before it reads anything."""
+    _write(path, {PENDING_KEY: CANCELLED})
+
+
+def _write(path: str, document: Mapping[str, object]) -> None:
     temporary = f"{path}.tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump({key: str(value) for key, value in options.items() if key != BINDING_OPTION}, handle)
+        json.dump(document, handle)
     os.replace(temporary, path)
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise InvalidInputError(f"option bindingPath: {path} does not exist; it is written by the job runtime "
+                                "before each start of its query, so start the query with runtime.run") from None
+    except ValueError as exc:
+        raise InvalidInputError(f"option bindingPath: {path} is not JSON ({exc})") from None
+
+
+def _wait_while_pending(path: str, bound: dict) -> dict:
+    """The options once the file holds them; raises when the start is cancelled, outlives its wait, or the
+    process that started this one (Spark's JVM) is gone, so a waiting source never outlives its query."""
+    parent = os.getppid()
+    while PENDING_KEY in bound:
+        if bound[PENDING_KEY] != WAITING:
+            raise InvalidInputError("this query was started ahead of a standby's go and is not used (the standby "
+                                    "took another checkpoint, or ended); it read and wrote nothing")
+        if time.time() > float(bound.get("until") or 0):
+            raise InvalidInputError("this query was started ahead of a standby's go that did not come in time; "
+                                    "it read and wrote nothing")
+        if os.getppid() != parent:
+            raise SystemExit("the driver that started this query is gone")
+        time.sleep(WAIT_POLL_SECONDS)
+        bound = _read(path)
+    return bound

@@ -111,7 +111,9 @@ class KafkaStreamDataSource(DataSource):
         offsets_text.install_in_runner()
         # A query built once and started more than once (a standby's rehearsal, then its run) reads the options
         # of each start from its binding file; the instance was pickled when the DataFrame was defined.
-        parsed = parse_source_options(bound_options(self.options)) if binding_path(self.options) else self.parsed
+        parsed = self.parsed
+        if binding_path(self.options):
+            parsed = parse_source_options(bound_options(self.options, while_waiting=self._warm_up))
         planner = KafkaStreamReader(parsed)
         placement = placement_of(parsed)
         if placement.mode == READ_ON_EXECUTORS:
@@ -119,6 +121,18 @@ class KafkaStreamDataSource(DataSource):
         from airflow_kafka_stream.source.driver_reader import KafkaDriverReader
 
         return KafkaDriverReader(planner, placement)
+
+
+    def _warm_up(self) -> None:
+        """While a query started ahead of a standby's go waits for it: what the first batch would do first in this
+        process, once (open the planning client, which is kept for the run; bind the C reader)."""
+        metadata.list_topic_partitions(planning_config(self.parsed))
+        placement_of(self.parsed)
+
+
+def planning_config(options: SourceOptions) -> dict[str, object]:
+    """The settings of the client that plans batches (kafka.metadata keeps one per settings, for the run)."""
+    return {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
 
 
 def placement_of(options: SourceOptions) -> ReadPlacement:
@@ -155,7 +169,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest_seen: PartitionOffsets | None = None
         self._drained_at: dict | None = None
         self._idle_since: float | None = None  # when a look last found nothing new (monotonic)
-        self._client_config = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}
+        self._client_config = planning_config(options)
         #: Watermarks known without asking the broker (the driver's kept consumers, see driver_reader.py);
         #: planning takes them when they cover every partition and show new records.
         self.known_watermarks: Callable[[list[TopicPartition]], dict | None] | None = None

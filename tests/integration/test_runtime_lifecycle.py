@@ -195,6 +195,35 @@ def test_stop_is_idempotent_on_a_failed_job_and_saves_only_a_consistent_checkpoi
     assert made["savepoint"]["batch_id"] == 1 and made["savepoint"]["offsets"] == {topic: {"0": 4}}
 
 
+def test_a_drain_between_triggers_ends_without_waiting_for_the_next_one(spark, kafka_bootstrap, tmp_path):
+    """With a two-minute trigger the source would answer "drained" only at the next trigger; Spark found between
+    triggers with no batch in flight has drained already, so a stop with a 30 s limit ends STOPPED, every record
+    read once."""
+    topic = create_topic(kafka_bootstrap, unique("between"), 1)
+    produce(kafka_bootstrap, topic, [(None, f"r{i}") for i in range(5)])
+    home = tmp_path / "home"
+    runtime = StreamRuntime(spark, str(home), config_for(kafka_bootstrap, topic))
+    seen: list[int] = []
+    results: list = []
+    writer = (runtime.read_stream().writeStream
+              .foreachBatch(lambda df, _id: seen.extend(r.offset for r in df.select("offset").collect()))
+              .trigger(processingTime="120 seconds"))
+    thread = threading.Thread(target=lambda: results.append(runtime.run(writer)), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: (read_status(str(home)) or {}).get("last_offsets") == {topic: {"0": 5}}, "the first batch")
+        stopped = stop_job(JobHome(str(home)), timeout=30)
+        assert (stopped.state, stopped.killed) == ("STOPPED", False), stopped
+        thread.join(30)
+        assert not thread.is_alive() and results[0].state == "STOPPED", results
+        assert sorted(seen) == list(range(5))
+        assert (read_status(str(home)) or {}).get("last_offsets") == {topic: {"0": 5}}
+    finally:
+        if thread.is_alive():
+            JobHome(str(home)).request_stop("cleanup", mode="kill")
+            thread.join(60)
+
+
 def test_a_stop_that_times_out_is_withdrawn_and_the_job_keeps_running(spark, kafka_bootstrap, tmp_path, gated_jobs):
     topic = create_topic(kafka_bootstrap, unique("life-withdraw"), 1)
     home = tmp_path / "home"

@@ -182,6 +182,7 @@ def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
     dropped = upgrade(job.jobhome, Submission("8"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(),
                       replace(FAST, drop_state=True))
     assert dropped.version == "8"
+    assert not job.jobhome.standby_record().get("started_ahead"), "its query, started ahead on the old generation"
     launches = [r for r in job.jobhome.history() if r["operation"] == "standby-launch"
                 and r["args"]["app_version"] == "8"]
     assert len(launches) == 1, "the upgrade with drop_state took over the standby launched ahead"
@@ -190,6 +191,7 @@ def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
     compatible = upgrade(job.jobhome, Submission("9"), job.launcher(APPS / "totals_key_long.py"), job.kafka_config(),
                          FAST)
     assert compatible.version == "9" and job.status()["generation"] == generation, "state kept across the second"
+    assert job.jobhome.standby_record().get("started_ahead") is True, "the same generation: the query started ahead"
     assert (dropped.rehearsal["verdict"], dropped.rehearsal["with_state"]) == ("compatible", False), dropped
     assert (compatible.rehearsal["verdict"], compatible.rehearsal["with_state"]) == ("compatible", True), compatible
     assert compatible.rehearsal["batches"] >= 1 and compatible.rehearsal["records"] > 0, compatible

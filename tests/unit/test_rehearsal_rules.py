@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -18,7 +20,7 @@ from airflow_kafka_stream.core.rehearsal import (
     state_failure_reason,
 )
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.source.binding import bound_options, write_binding
+from airflow_kafka_stream.source.binding import bound_options, write_binding, write_cancelled, write_waiting
 from airflow_kafka_stream.source.source_options import parse_source_options
 
 # Spark 4.2's own messages, as a rehearsal received them (trimmed after the first lines).
@@ -101,3 +103,40 @@ def test_a_binding_file_gives_each_start_its_options(tmp_path):
 def test_a_missing_binding_file_is_refused_naming_who_writes_it(tmp_path):
     with pytest.raises(InvalidInputError, match="written by the job runtime before each start"):
         bound_options({"bindingPath": str(tmp_path / "gone.json")})
+
+
+def test_a_query_started_ahead_waits_for_its_binding_and_warms_up_once_meanwhile(tmp_path):
+    path = str(tmp_path / "binding.json")
+    defined = {"kafka.bootstrap.servers": "b:9092", "subscribe": "orders", "bindingPath": path}
+    write_waiting(path, 60)
+    warmed: list[int] = []
+    later = threading.Timer(0.3, lambda: write_binding(path, {**defined, "drainPath": "/home/control"}))
+    later.start()
+    began = time.monotonic()
+    bound = bound_options(defined, while_waiting=lambda: warmed.append(1))
+    assert time.monotonic() - began >= 0.25, "it returned before the binding was written"
+    assert bound["drainPath"] == "/home/control" and warmed == [1]
+
+
+def test_a_query_started_ahead_and_not_used_fails_before_reading(tmp_path):
+    path = str(tmp_path / "binding.json")
+    defined = {"subscribe": "orders", "bindingPath": path}
+    write_waiting(path, 60)
+    threading.Timer(0.1, lambda: write_cancelled(path)).start()
+    with pytest.raises(InvalidInputError, match="started ahead of a standby's go and is not used"):
+        bound_options(defined)
+    write_waiting(path, 0.1)  # a go that never comes: the wait ends on its own
+    with pytest.raises(InvalidInputError, match="did not come in time"):
+        bound_options(defined)
+
+
+def test_a_failing_warm_up_does_not_fail_the_start(tmp_path):
+    path = str(tmp_path / "binding.json")
+    defined = {"subscribe": "orders", "bindingPath": path}
+    write_waiting(path, 60)
+    threading.Timer(0.1, lambda: write_binding(path, {**defined, "startingOffsets": "latest"})).start()
+
+    def broken() -> None:
+        raise RuntimeError("no broker")
+
+    assert bound_options(defined, while_waiting=broken)["startingOffsets"] == "latest"
