@@ -46,6 +46,7 @@ from airflow_kafka_stream.operators.standby import (
 )
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.standby import HANDOVER_POLL_SECONDS
 from airflow_kafka_stream.ops.upgrade import pin_reason
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 
@@ -168,10 +169,12 @@ def stream_upgrade_task_group(
                    "kafka_conn_id": kafka_conn_id, "spark_conf": spark_conf, "poll_seconds": poll_seconds,
                    "executor_environment": executor_environment, "deploy_mode": deploy_mode,
                    "job_home_shared": job_home_shared}
-        # With a standby, the stop gives the go itself when nothing is restored in between, and looks at
-        # the job every second: each second between the old version's end and the go is downtime.
+        # With a standby, the stop gives the go itself when nothing is restored in between, and looks at the job
+        # as often as the command line's upgrade does: each look's delay between the old version's end and the go
+        # is downtime.
         stop = UpgradeStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
-                                   poll_seconds=min(poll_seconds, 1.0) if standby is not False else poll_seconds,
+                                   poll_seconds=min(poll_seconds, HANDOVER_POLL_SECONDS) if standby is not False
+                                   else poll_seconds,
                                    **waits, pin_reason=pin_reason(new_version), trigger_rule=TriggerRule.NONE_FAILED,
                                    standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
                                    restore_first=drop_state, **common)

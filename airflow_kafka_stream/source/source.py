@@ -38,8 +38,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_kafka_stream.core.offsets import EARLIEST, LATEST, PartitionOffsets, TopicPartition, to_nested
-from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, to_nested
+from airflow_kafka_stream.errors import DataLossError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.source import arrow_rows, offsets_text
 from airflow_kafka_stream.source.binding import binding_path, bound_options
@@ -54,13 +54,9 @@ from airflow_kafka_stream.source.offset_ranges import (
 )
 from airflow_kafka_stream.source.read_placement import ReadPlacement, read_placement
 from airflow_kafka_stream.source.source_options import READ_AUTO, READ_ON_EXECUTORS, SourceOptions, parse_source_options
+from airflow_kafka_stream.source.start_position import resolve_start
 from airflow_kafka_stream.source.subscription import (
     ASSIGN,
-    START_EARLIEST,
-    START_GROUP,
-    START_LATEST,
-    START_OFFSETS,
-    START_TIMESTAMP,
     SUBSCRIBE_PATTERN,
 )
 
@@ -183,53 +179,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         partitions = self._current_partitions(strict=True)
         bounds = self._watermarks(partitions)
-        start = self._resolve_start(partitions, bounds)
+        start = resolve_start(self.options, self._client_config, partitions, bounds)
         log.info("kafka_stream starts fresh (%s) at %s", self.options.starting.kind, json.dumps(to_nested(start)))
         if self.options.start_offsets_path:
             write_start_offsets(self.options.start_offsets_path, to_nested(start), self.options.starting.kind)
         return to_nested(start)
-
-    def _resolve_start(
-        self, partitions: list[TopicPartition], bounds: Mapping[TopicPartition, tuple[int, int]]
-    ) -> PartitionOffsets:
-        starting = self.options.starting
-        low = {tp: bounds[tp][0] for tp in partitions}
-        high = {tp: bounds[tp][1] for tp in partitions}
-        if starting.kind == START_EARLIEST:
-            return low
-        if starting.kind == START_LATEST:
-            return high
-        if starting.kind == START_GROUP:
-            committed = metadata.committed_offsets(self._client_config, self.options.group_id or "", partitions)
-            fallback = low if starting.group_fallback == EARLIEST else high
-            missing = [tp for tp in partitions if committed[tp] is None]
-            if missing:
-                log.info(
-                    "group %s has no committed offset for %s: starting them at %s",
-                    self.options.group_id,
-                    ", ".join(map(str, missing)),
-                    "earliest" if starting.group_fallback == EARLIEST else "latest",
-                )
-            return {tp: fallback[tp] if committed[tp] is None else committed[tp] for tp in partitions}
-        if starting.kind == START_OFFSETS:
-            _require_all(partitions, starting.offsets, "startingOffsets")
-            special = {EARLIEST: low, LATEST: high}
-            return {tp: special[o][tp] if o in special else o for tp, o in starting.offsets.items()}
-        if starting.kind == START_TIMESTAMP:
-            wanted = dict.fromkeys(partitions, starting.timestamp)
-        else:
-            _require_all(partitions, starting.timestamps, "startingOffsetsByTimestamp")
-            wanted = dict(starting.timestamps)
-        found = metadata.offsets_for_timestamps(self._client_config, wanted)
-        unmatched = [tp for tp in partitions if found[tp] >= high[tp]]
-        if unmatched and starting.timestamp_strategy == "error":
-            raise InvalidInputError(
-                "no record at or after the starting timestamp in "
-                + ", ".join(f"{tp} (timestamp {wanted[tp]})" for tp in unmatched)
-                + "; choose an earlier time, or set startingOffsetsByTimestampStrategy=latest to start these "
-                "partitions at their end"
-            )
-        return {tp: min(found[tp], high[tp]) for tp in partitions}
 
     # -- planning -------------------------------------------------------------------------
 
@@ -393,17 +347,3 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 effective[lost.tp] = lost.resume_at
         return effective
 
-
-def _require_all(partitions: list[TopicPartition], given: Mapping[TopicPartition, int], option: str) -> None:
-    missing = [tp for tp in partitions if tp not in given]
-    unknown = [tp for tp in given if tp not in set(partitions)]
-    if missing or unknown:
-        problems = []
-        if missing:
-            problems.append(f"it lacks {', '.join(map(str, missing))}")
-        if unknown:
-            problems.append(f"{', '.join(map(str, unknown))} do not exist")
-        raise InvalidInputError(
-            f"option {option} must give every partition the query reads: {'; '.join(problems)} "
-            "(use -2 for earliest, -1 for latest in startingOffsets)"
-        )

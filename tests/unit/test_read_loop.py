@@ -20,8 +20,10 @@ RANGE = OffsetRange("t", 0, 10, 20)
 class ScriptedPartition:
     """Answers polls from a script; an exhausted script answers "nothing yet"."""
 
-    def __init__(self, *polls: Polled, watermarks: tuple[int, int] | list[tuple[int, int]] = (0, 20)) -> None:
+    def __init__(self, *polls: Polled, watermarks: tuple[int, int] | list[tuple[int, int]] = (0, 20),
+                 cached: tuple[int, int] | None = None) -> None:
         self.polls = list(polls)
+        self.cached = cached  # the watermarks of the last fetch answer; None: no answer yet
         self.marks = list(watermarks) if isinstance(watermarks, list) else [watermarks]  # the last one repeats
         self.asked: list[int] = []
         self.watermark_questions = 0
@@ -33,6 +35,9 @@ class ScriptedPartition:
     def watermarks(self, timeout: float) -> tuple[int, int]:
         self.watermark_questions += 1
         return self.marks.pop(0) if len(self.marks) > 1 else self.marks[0]
+
+    def cached_watermarks(self) -> tuple[int, int] | None:
+        return self.cached
 
     def close(self) -> None:
         pass
@@ -85,10 +90,28 @@ def test_end_of_partition_below_the_end_waits_when_the_end_exists():
     assert read(partition) == list(range(10, 20))
 
 
+def test_end_of_partition_events_the_read_has_passed_ask_the_broker_nothing():
+    """A kept consumer at the log's end of a trickling topic queues such an event with every empty fetch; each
+    question would wait behind the consumer's own long poll."""
+    partition = ScriptedPartition(event(KafkaError._PARTITION_EOF, 12, then=records(10, 11, 12, 13, 14)),
+                                  event(KafkaError._PARTITION_EOF, 14, then=records(15, 16, 17, 18, 19)))
+    assert read(partition) == list(range(10, 20))
+    assert partition.watermark_questions == 0
+
+
+def test_an_end_the_last_fetch_answer_already_passed_asks_the_broker_nothing():
+    partition = ScriptedPartition(event(KafkaError._PARTITION_EOF, 15, then=records(10, 11, 12, 13, 14)),
+                                  records(15, 16, 17, 18, 19), cached=(0, 25))
+    assert read(partition) == list(range(10, 20))
+    assert partition.watermark_questions == 0
+
+
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_partition_that_now_ends_short_is_data_loss(fail):
     def partition():
-        return ScriptedPartition(event(KafkaError._PARTITION_EOF, 14, then=records(10, 11, 12, 13)), watermarks=(0, 14))
+        # The last fetch answer saw the same short end: the broker is asked, and it confirms.
+        return ScriptedPartition(event(KafkaError._PARTITION_EOF, 14, then=records(10, 11, 12, 13)), watermarks=(0, 14),
+                                 cached=(0, 14))
 
     if fail == "true":
         with pytest.raises(DataLossError, match=r"needs offsets 14\.\.19 but Kafka holds \[0, 14\)"):
