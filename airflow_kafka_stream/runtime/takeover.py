@@ -162,13 +162,14 @@ class Takeover:
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return None
-        if ahead.location == self.spark_checkpoint_location() and ahead.query.isActive:
+        location = self.spark_checkpoint_location()
+        if ahead.location == location and ahead.query.isActive:
             self._bind_for_run()
             if self.standby is not None:
                 self.standby.note_started_ahead()
             return ahead.query
         log.info("job %s: the query started ahead on %s is not used (the job's checkpoint is %s)",
-                 self.config.job_name, ahead.location, self.spark_checkpoint_location())
+                 self.config.job_name, ahead.location, location)
         self._let_go(ahead)
         return None
 

@@ -52,13 +52,7 @@ def bound_options(options: Mapping[str, str], while_waiting: Callable[[], None] 
         return base
     bound = _read(path)
     if PENDING_KEY in bound:
-        if while_waiting is not None:
-            try:
-                while_waiting()
-            except Exception:  # noqa: BLE001, S110 - a warm-up; the run does the same work itself when it failed
-                pass
-            bound = _read(path)
-        bound = _wait_while_pending(path, bound)
+        bound = _wait_while_pending(path, bound, while_waiting)
     lowered = {str(key).lower() for key in bound}
     kept = {key: value for key, value in base.items() if key.lower() not in lowered}
     return {**kept, **{str(key): str(value) for key, value in bound.items()}, BINDING_OPTION: path}
@@ -97,10 +91,17 @@ def _read(path: str) -> dict:
         raise InvalidInputError(f"option bindingPath: {path} is not JSON ({exc})") from None
 
 
-def _wait_while_pending(path: str, bound: dict) -> dict:
-    """The options once the file holds them; raises when the start is cancelled, outlives its wait, or the
-    process that started this one (Spark's JVM) is gone, so a waiting source never outlives its query."""
+def _wait_while_pending(path: str, bound: dict, while_waiting: Callable[[], None] | None) -> dict:
+    """The options once the file holds them, ``while_waiting`` run once first; raises when the start is cancelled,
+    outlives its wait, or the process that started this one (Spark's JVM) is gone, so a waiting source never
+    outlives its query."""
     parent = os.getppid()
+    if while_waiting is not None:
+        try:
+            while_waiting()
+        except Exception:  # noqa: BLE001, S110 - a warm-up; the run does the same work itself when it failed
+            pass
+        bound = _read(path)
     while PENDING_KEY in bound:
         if bound[PENDING_KEY] != WAITING:
             raise InvalidInputError("this query was started ahead of a standby's go and is not used (the standby "

@@ -118,7 +118,6 @@ class KafkaStreamDataSource(DataSource):
 
         return KafkaDriverReader(planner, placement)
 
-
     def _warm_up(self) -> None:
         """While a query started ahead of a standby's go waits for it: what the first batch would do first in this
         process, once (open the planning client, which is kept for the run; bind the C reader)."""
