@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_kafka_stream.core.cluster import Placement, check_job_home_reach, placement
+from airflow_kafka_stream.core.spark_settings import with_default_settings
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Submission, driver_name
 from airflow_kafka_stream.storage.files import STORAGE_OPTIONS_ENV
@@ -64,7 +65,7 @@ def plan_submit(*, master: str, deploy_mode: str | None, spark_conf: Mapping[str
     where = placement(master, deploy_mode)
     if job_home is not None:
         check_job_home_reach(job_home, where, job_home_shared)
-    conf = {key: str(value) for key, value in spark_conf.items()}
+    conf = with_default_settings({key: str(value) for key, value in spark_conf.items()})
     kwargs: dict[str, Any] = {"name": name, "application_args": list(args), "deploy_mode": where.deploy_mode}
     archive = _environment(executor_environment, where, conf, driver_python or sys.executable)
     if archive:

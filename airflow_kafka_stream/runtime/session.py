@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from airflow_kafka_stream.core.spark_settings import with_default_settings
+
 
 def local_session(app_name: str, warehouse: str | None = None, cores: str = "*", extra: dict | None = None):
     """Create (or get) a local-mode SparkSession that runs Python workers on this interpreter.
@@ -27,7 +29,7 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
     )
     if warehouse:
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
-    for key, value in (extra or {}).items():
+    for key, value in with_default_settings(dict(extra or {})).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

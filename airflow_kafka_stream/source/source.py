@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, to_nested
 from airflow_kafka_stream.errors import DataLossError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.source import arrow_rows, offsets_text
+from airflow_kafka_stream.source import arrow_rows, offsets_text, worker_heap
 from airflow_kafka_stream.source.binding import binding_path, bound_options
 from airflow_kafka_stream.source.control_files import stop_requested, write_drained, write_start_offsets
 from airflow_kafka_stream.source.native_reader import native_unavailable_reason
@@ -283,6 +283,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [KafkaRange(task, {r.topic: ids[r.topic] for r in task if r.topic in ids}) for task in tasks]
 
     def read(self, partition: KafkaRange) -> Iterator:
+        worker_heap.settle()
         for rng in partition.ranges:
             yield from arrow_rows.read_range(self.options, rng, partition.topic_ids.get(rng.topic))
 
