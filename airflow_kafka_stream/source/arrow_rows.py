@@ -32,12 +32,18 @@ log = logging.getLogger(__name__)
 #: Messages fetched per poll; also the largest Arrow batch handed to Spark.
 CONSUME_BATCH = 20_000
 
-#: Fetch settings that keep librdkafka's prefetch queue full; the user's kafka.* options win.
+#: Fetch settings of a read; the user's kafka.* options win. The prefetch queue stays short (a few
+#: fetches of 2 MiB ahead of the reader) so that records are read while they are still in the CPU's
+#: cache: against a queue of 500,000 records and 16 MiB fetches, a read of 2 million records took 5 to
+#: 8% less CPU in all (reader, broker and JVM together; measured alternately in one JVM). A short queue
+#: needs a short fetch.queue.backoff.ms: librdkafka's 1 s pause, once the queue is over its threshold,
+#: made a read with a 50,000-record queue 8 times slower.
 READ_DEFAULTS = {
     "fetch.max.bytes": 64 * 1024 * 1024,
-    "max.partition.fetch.bytes": 16 * 1024 * 1024,
-    "queued.min.messages": 500_000,
-    "queued.max.messages.kbytes": 256 * 1024,
+    "max.partition.fetch.bytes": 2 * 1024 * 1024,
+    "queued.min.messages": 50_000,
+    "queued.max.messages.kbytes": 64 * 1024,
+    "fetch.queue.backoff.ms": 5,
     # A task reads ranges known to exist, so a fetch waits at the log's end only past the range; a
     # kept consumer's next fetch waits for that one to come back (one fetch per broker at a time).
     "fetch.wait.max.ms": 10,

@@ -19,6 +19,15 @@ SPARK = "26/11/26 04:19:52 WARN Utils: Set SPARK_LOCAL_IP if you need to bind to
      "ValueError: bad topic name", "Spark's shutdown lines after a traceback are passed over"),
     (f"WARNING: Using incubator modules: jdk.incubator.vector\n{SPARK}\n", None, "only Spark's lines: no error"),
     ("", None, "no log"),
+    ("Traceback (most recent call last):\n  File \"job.py\", line 3, in <module>\n    main()\n"
+     "ValueError: bad topic name\nTraceback (most recent call last):\n"
+     "  File \"/env/lib/pyspark.zip/pyspark/daemon.py\", line 262, in manager\n"
+     "  File \"/env/lib/pyspark.zip/pyspark/daemon.py\", line 95, in worker\n"
+     "BrokenPipeError: [Errno 32] Broken pipe\n",
+     "ValueError: bad topic name", "a Python worker's teardown after the failure is not the application's error"),
+    ("Traceback (most recent call last):\n  File \"job.py\", line 9, in <module>\n    sys.stdout.flush()\n"
+     "BrokenPipeError: [Errno 32] Broken pipe\n",
+     "BrokenPipeError: [Errno 32] Broken pipe", "the application's own broken pipe is its error"),
 ])
 def test_the_drivers_error_is_the_last_line_the_application_wrote(tail, error, why):
     assert driver_error(tail) == error, why
