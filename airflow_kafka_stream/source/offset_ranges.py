@@ -113,7 +113,8 @@ def plan_ranges(
     return ranges
 
 
-def group_ranges(ranges: list[OffsetRange], min_records_per_task: int) -> list[tuple[OffsetRange, ...]]:
+def group_ranges(ranges: list[OffsetRange], min_records_per_task: int,
+                 task_slots: int | None = None) -> list[tuple[OffsetRange, ...]]:
     """Ranges packed into Spark tasks of about ``min_records_per_task`` records or more each.
 
     A Python task costs tens of milliseconds before it reads a record (worker, pickled reader,
@@ -121,12 +122,17 @@ def group_ranges(ranges: list[OffsetRange], min_records_per_task: int) -> list[t
     tasks. Large ranges keep a task each; small ones share: ``ceil(total / min_records_per_task)``
     tasks, but no task holds more than MAX_RANGES_PER_TASK ranges (each range opens its own
     consumer, one after another: a wide topic keeps some parallelism), and never more tasks than
-    ranges. Tasks are filled largest range first into the emptiest one.
+    ranges. ``task_slots`` (the cores of a local session, which never change) caps the tasks at one
+    per core, so a batch runs in one wave instead of several. Tasks are filled largest range first
+    into the emptiest one.
     """
     if not ranges:
         return []
     total = sum(r.size for r in ranges)
-    wanted = max(math.ceil(total / max(1, min_records_per_task)), math.ceil(len(ranges) / MAX_RANGES_PER_TASK))
+    wanted = math.ceil(total / max(1, min_records_per_task))
+    if task_slots:
+        wanted = min(wanted, task_slots)
+    wanted = max(wanted, math.ceil(len(ranges) / MAX_RANGES_PER_TASK))
     count = max(1, min(len(ranges), wanted))
     tasks: list[list[OffsetRange]] = [[] for _ in range(count)]
     loads = [0] * count

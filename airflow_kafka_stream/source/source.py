@@ -66,8 +66,27 @@ FORMAT_NAME = "kafka_stream"
 
 
 def register(spark) -> None:
-    """Make ``spark.readStream.format("kafka_stream")`` available in this session."""
-    spark.dataSource.register(KafkaStreamDataSource)
+    """Make ``spark.readStream.format("kafka_stream")`` available in this session.
+
+    A local session's cores are handed to the source (a subclass that carries them), which then
+    reads a batch in at most one task per core; a cluster's executors come and go, so there a
+    batch keeps a task per partition (see ``group_ranges``).
+    """
+    slots = local_task_slots(spark)
+    if not slots:
+        spark.dataSource.register(KafkaStreamDataSource)
+        return
+    spark.dataSource.register(type("LocalKafkaStreamDataSource", (KafkaStreamDataSource,),
+                                   {"task_slots": slots, "__module__": __name__}))
+
+
+def local_task_slots(spark) -> int | None:
+    """The cores of a local-mode session (``local[N]``), or None (a cluster, or Spark Connect)."""
+    try:
+        context = spark.sparkContext
+        return int(context.defaultParallelism) if str(context.master).startswith("local") else None
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: no hint, a task per partition
+        return None
 
 
 def source_schema(include_headers: bool = False) -> StructType:
@@ -90,6 +109,9 @@ def source_schema(include_headers: bool = False) -> StructType:
 class KafkaStreamDataSource(DataSource):
     """Validates the options when the DataFrame is defined, so bad options fail before any query starts."""
 
+    #: The session's cores when known (see :func:`register`): a batch's tasks, at most.
+    task_slots: int | None = None
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.parsed = parse_source_options(options)
@@ -110,7 +132,7 @@ class KafkaStreamDataSource(DataSource):
         parsed = self.parsed
         if binding_path(self.options):
             parsed = parse_source_options(bound_options(self.options, while_waiting=self._warm_up))
-        planner = KafkaStreamReader(parsed)
+        planner = KafkaStreamReader(parsed, self.task_slots)
         placement = placement_of(parsed)
         if placement.mode == READ_ON_EXECUTORS:
             return planner
@@ -158,8 +180,10 @@ def parse_offsets(offsets: Mapping) -> PartitionOffsets:
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from Kafka watermarks and reads them as Arrow batches."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, task_slots: int | None = None) -> None:
         self.options = options
+        #: A local session's cores (None: a task per partition, as Spark's Kafka source reads).
+        self.task_slots = task_slots
         self._available_now_target: PartitionOffsets | None = None
         self._latest_seen: PartitionOffsets | None = None
         self._drained_at: dict | None = None
@@ -278,7 +302,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if opts.min_partitions or opts.max_records_per_partition:
             tasks = [(rng,) for rng in ranges]  # the user chose the parallelism
         else:
-            tasks = group_ranges(ranges, opts.min_records_per_task)
+            # minRecordsPerTask=1 asks for a task per partition: no packing, not even to the cores.
+            slots = self.task_slots if opts.min_records_per_task > 1 else None
+            tasks = group_ranges(ranges, opts.min_records_per_task, slots)
         ids = self._topic_ids({rng.topic for rng in ranges}) if opts.consumer_cache and ranges else {}
         return [KafkaRange(task, {r.topic: ids[r.topic] for r in task if r.topic in ids}) for task in tasks]
 

@@ -377,3 +377,31 @@ def test_deleted_topic(spark, kafka_bootstrap, tmp_path):
     )
     assert [(r.topic, r.value) for r in rows] == [(kept, b"k1")]
     assert _end_offsets(query) == {kept: {"0": 2}}
+
+
+def test_a_local_session_reads_a_batch_in_at_most_a_task_per_core(spark, kafka_bootstrap, tmp_path):
+    """register() hands a local session's cores to the source: a batch of 4 partitions runs in one wave
+    of at most one task per core, every record once; minRecordsPerTask=1 keeps a task per partition."""
+    from pyspark.sql import functions as F
+
+    name = create_topic(kafka_bootstrap, unique("slots"), 4)
+    for partition in range(4):
+        produce(kafka_bootstrap, name, [(None, f"p{partition}-{i}") for i in range(30)], partition=partition)
+    cores = spark.sparkContext.defaultParallelism
+
+    def tasks_of_one_batch(min_records_per_task: str, checkpoint: str) -> tuple[int, list]:
+        seen: list = []
+        df = stream(spark, kafka_bootstrap, subscribe=name, startingOffsets="earliest", readMode="executors",
+                    minRecordsPerTask=min_records_per_task)
+        query = (df.withColumn("task", F.spark_partition_id()).writeStream
+                 .foreachBatch(lambda batch, _id: seen.extend(batch.select("task", "partition", "offset").collect()))
+                 .trigger(availableNow=True).option("checkpointLocation", checkpoint).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+        return len({row.task for row in seen}), sorted((row.partition, row.offset) for row in seen)
+
+    every_record = sorted((p, o) for p in range(4) for o in range(30))
+    packed, rows = tasks_of_one_batch("10", str(tmp_path / "packed"))
+    assert (packed, rows) == (min(4, cores), every_record)
+    one_each, rows = tasks_of_one_batch("1", str(tmp_path / "one-each"))
+    assert (one_each, rows) == (4, every_record)

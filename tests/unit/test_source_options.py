@@ -310,6 +310,25 @@ def test_group_ranges(sizes, min_per_task, expected):
 
 
 @pytest.mark.parametrize(
+    "sizes, slots, expected",
+    [
+        pytest.param([500_000] * 4, 2, [[0, 2], [1, 3]], id="a-local-session-reads-a-batch-in-one-wave"),
+        pytest.param([500_000] * 4, 8, [[0], [1], [2], [3]], id="more-cores-than-ranges-a-task-each"),
+        pytest.param([900_000, 300_000, 300_000, 300_000], 2, [[0], [1, 2, 3]], id="balanced-by-records"),
+        pytest.param([100_000] * 32, 2, [list(range(p, 32, 4)) for p in range(4)],
+                     id="still-at-most-8-ranges-a-task"),
+        pytest.param([100] * 3, 2, [[0, 1, 2]], id="small-batches-pack-as-before"),
+    ],
+)
+def test_group_ranges_at_most_a_task_per_core(sizes, slots, expected):
+    """A local session's cores cap the tasks (one wave), but no task reads more than 8 ranges in a row."""
+    ranges = [_r(p, size) for p, size in enumerate(sizes)]
+    tasks = group_ranges(ranges, 50_000, slots)
+    assert [[r.partition for r in task] for task in tasks] == expected
+    assert sorted(r for task in tasks for r in task) == sorted(ranges)
+
+
+@pytest.mark.parametrize(
     "start, bounds, lost",
     [
         pytest.param({A0: 5}, {A0: (0, 10)}, [], id="inside-is-fine"),
