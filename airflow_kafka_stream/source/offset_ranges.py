@@ -117,7 +117,7 @@ def group_ranges(ranges: list[OffsetRange], min_records_per_task: int,
                  task_slots: int | None = None) -> list[tuple[OffsetRange, ...]]:
     """Ranges packed into Spark tasks of about ``min_records_per_task`` records or more each.
 
-    A Python task costs tens of milliseconds before it reads a record (worker, pickled reader,
+    A Python task costs milliseconds before it reads a record (worker, pickled reader,
     Arrow stream), so a small batch read by one task per partition spends most of its time on
     tasks. Large ranges keep a task each; small ones share: ``ceil(total / min_records_per_task)``
     tasks, but no task holds more than MAX_RANGES_PER_TASK ranges (each range opens its own

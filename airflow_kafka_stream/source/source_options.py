@@ -36,7 +36,9 @@ How to read:
   ``maxRecordsPerPartition``  split ranges larger than this into several Spark partitions.
   ``minRecordsPerTask``  without minPartitions and maxRecordsPerPartition, partitions' ranges
                          smaller than this share a Spark task (50000; 1: a task per partition):
-                         a Python task costs tens of milliseconds before it reads a record.
+                         a Python task costs milliseconds before it reads a record. In a local
+                         session (register() hands over its cores) a batch also runs in at most
+                         one task per core, unless this is 1.
   ``readMode``           where a batch is read. ``auto`` (default): batches of at most
                          ``driverReadMaxRecords`` records are read by the driver while it plans them (no
                          Python task runs: the engine's pace for small batches), larger ones by Spark tasks
