@@ -79,6 +79,17 @@ def test_an_interpreter_installed_on_every_node(monkeypatch):
     assert "spark.pyspark.python=/opt/stream-env/bin/python" in text and "--archives" not in text
 
 
+def test_python_workers_talk_over_a_unix_socket_unless_the_job_says_otherwise(monkeypatch):
+    """Loopback TCP held each Python task's input ~40 ms (Nagle and a delayed ACK): a submit sets the Unix
+    socket on, and a spark_conf that names the setting keeps its own value."""
+    text = " ".join(command(monkeypatch, "yarn", "client", plan("yarn", "client")))
+    assert "spark.python.unix.domain.socket.enabled=true" in text
+    own = plan_submit(master="yarn", deploy_mode="client", spark_conf={"spark.python.unix.domain.socket.enabled": "false"},
+                      kafka=KAFKA, storage_options=None, job_home="s3://bucket/jobs/a", job_home_shared=False,
+                      executor_environment=None, name="stream-a", args=[])
+    assert own.hook_kwargs["conf"]["spark.python.unix.domain.socket.enabled"] == "false"
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"master": "spark://master:7077", "mode": None, "home": "/data/jobs/a"}, "job_home_shared=True"),
     ({"master": "spark://master:7077", "mode": "cluster"}, "standalone manager runs Python drivers in client mode"),
