@@ -123,14 +123,14 @@ def group_ranges(ranges: list[OffsetRange], min_records_per_task: int,
     tasks, but no task holds more than MAX_RANGES_PER_TASK ranges (each range opens its own
     consumer, one after another: a wide topic keeps some parallelism), and never more tasks than
     ranges. ``task_slots`` (the cores of a local session, which never change) caps the tasks at one
-    per core, so a batch runs in one wave instead of several. Tasks are filled largest range first
-    into the emptiest one.
+    per core, so a batch runs in one wave instead of several; a minimum of 1 record asks for a task
+    per partition, and gets it even then. Tasks are filled largest range first into the emptiest one.
     """
     if not ranges:
         return []
     total = sum(r.size for r in ranges)
     wanted = math.ceil(total / max(1, min_records_per_task))
-    if task_slots:
+    if task_slots and min_records_per_task > 1:
         wanted = min(wanted, task_slots)
     wanted = max(wanted, math.ceil(len(ranges) / MAX_RANGES_PER_TASK))
     count = max(1, min(len(ranges), wanted))

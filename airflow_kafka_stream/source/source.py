@@ -302,9 +302,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if opts.min_partitions or opts.max_records_per_partition:
             tasks = [(rng,) for rng in ranges]  # the user chose the parallelism
         else:
-            # minRecordsPerTask=1 asks for a task per partition: no packing, not even to the cores.
-            slots = self.task_slots if opts.min_records_per_task > 1 else None
-            tasks = group_ranges(ranges, opts.min_records_per_task, slots)
+            tasks = group_ranges(ranges, opts.min_records_per_task, self.task_slots)
         ids = self._topic_ids({rng.topic for rng in ranges}) if opts.consumer_cache and ranges else {}
         return [KafkaRange(task, {r.topic: ids[r.topic] for r in task if r.topic in ids}) for task in tasks]
 

@@ -328,6 +328,11 @@ def test_group_ranges_at_most_a_task_per_core(sizes, slots, expected):
     assert sorted(r for task in tasks for r in task) == sorted(ranges)
 
 
+def test_a_one_record_minimum_keeps_a_task_per_partition_in_a_local_session():
+    ranges = [_r(p, 500_000) for p in range(4)]
+    assert [[r.partition for r in task] for task in group_ranges(ranges, 1, 2)] == [[0], [1], [2], [3]]
+
+
 @pytest.mark.parametrize(
     "start, bounds, lost",
     [
