@@ -14,7 +14,7 @@ driver's JVM, which lives across rounds, so it warms once; the cluster's executo
 round's application, so they warm every round, after both have registered. A streaming job's executors
 are warm for days; measuring the cluster's second query against local mode's twentieth compared JIT
 states, not paths (0.72-0.88 in runs that did so). Prints ``cluster_vs_local: <ratio>`` of the medians;
-details on stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
+details on stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local Apache Kafka broker.
 """
 
 from __future__ import annotations

@@ -34,15 +34,15 @@ EXPORT_INTERVAL_MS = "1000"
 
 
 def fill_topic(bootstrap: str, topic: str) -> None:
-    """Produce in big batches, then one single-record request per partition (keeps tansu's watermark exact)."""
+    """Produce in big batches, as a busy producer writes a topic."""
     from confluent_kafka import Producer
 
-    from tests.kafka_utils import create_topic, produce
+    from tests.kafka_utils import create_topic
 
     create_topic(bootstrap, topic, PARTITIONS)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
     value = b'{"id":"x","key":"k","ts":"2024-01-01T00:00:00Z","amount":1.0}'
-    for i in range(RECORDS - PARTITIONS):
+    for i in range(RECORDS):
         while True:
             try:
                 producer.produce(topic, value=value, partition=i % PARTITIONS)
@@ -50,8 +50,6 @@ def fill_topic(bootstrap: str, topic: str) -> None:
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(120) == 0
-    for partition in range(PARTITIONS):
-        produce(bootstrap, topic, [(None, value)], partition=partition)
 
 
 def bare_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:

@@ -25,7 +25,7 @@ rounds of kafka_stream's figure with no readMode, on each topic, divided by the 
 ``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: readMode=driver against the rate source
 and the Python floor of the same kind of read (driver-side); and ``small_batch_executors_vs_rate``
 and ``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor. Per-phase medians (latestOffset, queryPlanning,
-addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local tansu broker.
+addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local Apache Kafka broker.
 
     .venv/bin/python bench/bench_small_batch.py
 """
@@ -57,18 +57,16 @@ def say(text: str, *args: object) -> None:
 
 
 def fill_topic(bootstrap: str, topic: str, records: int) -> None:
-    """Produce in batches, then one single-record request per partition (keeps tansu's watermark exact)."""
+    """Produce in batches, as a busy producer writes a topic."""
     from confluent_kafka import Producer
 
-    from tests.kafka_utils import create_topic, produce
+    from tests.kafka_utils import create_topic
 
     create_topic(bootstrap, topic, PARTITIONS)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 1000})
-    for i in range(records - PARTITIONS):
+    for i in range(records):
         producer.produce(topic, VALUE, b"%010d" % i, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
-    for partition in range(PARTITIONS):
-        produce(bootstrap, topic, [(b"last", VALUE)], partition=partition)
 
 
 def fill_topic_one_record_per_request(bootstrap: str, topic: str, records: int) -> None:

@@ -83,22 +83,12 @@ def kafka_bootstrap() -> str:
 
 
 @pytest.fixture(scope="module")
-def transactional_cluster():
-    """A cluster whose transactions leave markers (offsets without records), unlike tansu.
-
-    KAFKA_BOOTSTRAP_SERVERS when given; else librdkafka's mock cluster hosted by a helper process for the
-    module (see docs/development.md: there read_committed does not filter aborted records).
-    """
+def transactional_cluster(kafka_bootstrap):
+    """The test broker, for tests whose topics hold transactions (markers take offsets; aborted records are filtered
+    under ``read_committed``)."""
     from tests.kafka_transactions import TransactionalCluster
 
-    given = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if given:
-        yield TransactionalCluster(given, is_mock=False)
-        return
-    from airflow_kafka_stream.devstack.mock_cluster import start_mock_cluster
-
-    with start_mock_cluster() as cluster:
-        yield TransactionalCluster(cluster.bootstrap_servers, is_mock=True)
+    yield TransactionalCluster(kafka_bootstrap, is_mock=False)
 
 
 @pytest.fixture(scope="session")

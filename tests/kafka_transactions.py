@@ -2,9 +2,10 @@
 
 Every commit or abort writes one control record (a marker) into each partition
 the transaction touched; it takes an offset that no consumer ever sees as a
-record. tansu writes none, so these helpers produce against the librdkafka mock
-cluster (``airflow_kafka_stream.devstack.mock_cluster``) or a real cluster given
-in KAFKA_BOOTSTRAP_SERVERS.
+record. These helpers produce against the test broker (Apache Kafka) or, where a
+test needs its fault injection, librdkafka's mock cluster
+(``airflow_kafka_stream.devstack.mock_cluster``), which does not filter aborted
+records under ``read_committed``.
 
 A script of :class:`Send` and :class:`End` steps is played with transactional
 producers, one step at a time (each send is flushed, so the order on each

@@ -37,8 +37,8 @@ def produce(
     partition: int | None = None,
     headers: list[tuple[str, bytes]] | None = None,
 ) -> int:
-    """Produce (key, value) records one per request (keeps tansu's watermark exact)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0, "acks": "all"})
+    """Produce (key, value) records and wait until every one is acknowledged by all in-sync replicas."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
     count = 0
     errors: list = []
 

@@ -44,7 +44,7 @@ def _produce(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
     from confluent_kafka import Producer
 
     # One record per request keeps the embedded broker's high watermark exact.
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0, "log_level": 2})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "log_level": 2})
     for key, value in records:
         producer.produce(TOPIC, key=key, value=value)
         producer.poll(0)

@@ -57,7 +57,7 @@ def _check_group(group: str) -> None:
 def group_state(config: Mapping[str, object], group: str, timeout: float = 10.0) -> str:
     """The group's state by Kafka's name (Stable, Empty, Dead, PreparingRebalance, ...).
 
-    A group that never existed reads as Empty on tansu and Dead on Kafka.
+    A group that never existed (or whose offsets expired) reads as Dead.
     """
     _check_group(group)
     admin = admin_client(config)

@@ -8,11 +8,9 @@ Errors: :class:`InvalidInputError` for topics or partitions that do not exist,
 :class:`KafkaAccessError` when the cluster cannot be reached or refuses. Config
 values are never logged (they may hold credentials).
 
-Two quirks of the tansu test broker are guarded here (DESIGN.md section 4):
-its topic metadata request auto-creates a topic it is asked about by name, so
-topics are checked against the full topic list; and its offsets-for-timestamp
-answer is 0 (with no timestamp) for a time after the last record, and has
-one-second resolution, so answers are checked against the record timestamp.
+Topics are checked against the cluster's full topic list (one metadata request):
+a broker with ``auto.create.topics.enable=true`` creates a topic that a metadata
+request names, and asking whether a topic exists must never create it.
 """
 
 from __future__ import annotations
@@ -20,12 +18,9 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import time
-import uuid
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import (
-    Consumer,
     ConsumerGroupTopicPartitions,
     IsolationLevel,
     KafkaError,
@@ -39,16 +34,11 @@ from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.watermarks import ask_until_valid, time_lookup_problem, watermark_problem
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
 from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
-from airflow_kafka_stream.kafka.clients import consumer as new_consumer
 
 log = logging.getLogger(__name__)
 
 #: librdkafka's "no offset" marker (committed offsets, offsets for times).
 _NO_OFFSET = -1001
-
-#: How many records one refinement scan of an offsets-for-timestamp answer may read per partition
-#: before giving up and trusting the position it reached (tansu's resolution is one second).
-_MAX_REFINE_RECORDS = 100_000
 
 
 def _admin(config: Mapping[str, object]) -> AdminClient:
@@ -253,9 +243,8 @@ def offsets_for_timestamps(
 ) -> dict[TopicPartition, int]:
     """First offset whose record timestamp is >= the given time (ms) per partition; the high watermark when none.
 
-    An answer is trusted only when it points at a record at or after the requested
-    time; otherwise (tansu answers 0 for a time after its last record and rounds to
-    seconds) the partition is resolved from the records themselves.
+    Kafka answers ListOffsets for a time exactly (to the millisecond, from the time index), and -1 when no record
+    is at or after the time: that, and an answer at or past the high watermark, resolve to the high watermark.
     """
     wanted = dict(sorted(timestamps.items()))
     if not wanted:
@@ -264,93 +253,17 @@ def offsets_for_timestamps(
         if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
             raise InvalidInputError(f"timestamp for {tp} must be milliseconds since the epoch (>= 0), got {ts!r}")
     admin = _admin(config)
-    stamps: dict[TopicPartition, int] = {}
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         by_time = _list_offsets(admin, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending}, timeout)
         latest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
         answers, high = _results(config, pending, by_time, latest, timeout=timeout, what="look up offsets for times")
-        stamps.update({tp: answers[tp].timestamp for tp in pending})
         return {tp: (answers[tp].offset, high[tp].offset) for tp in pending}
 
     found = ask_until_valid(
         ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}"
     )
-    resolved: dict[TopicPartition, int] = {}
-    doubtful: dict[TopicPartition, int] = {}
-    high = {tp: end for tp, (_offset, end) in found.items()}
-    for tp, ts in wanted.items():
-        offset, end = found[tp]
-        if offset < 0 or offset >= end:  # -1: no record at or after the time
-            resolved[tp] = end
-        elif stamps[tp] < 0:
-            # A real record always has a timestamp: this is tansu's answer for "after the last record".
-            resolved[tp] = end
-        elif stamps[tp] < ts:
-            doubtful[tp] = offset
-        else:
-            resolved[tp] = offset
-    if doubtful:
-        resolved.update(_scan_for_timestamps(config, doubtful, wanted, {tp: high[tp] for tp in doubtful}, timeout))
-    return {tp: resolved[tp] for tp in wanted}
-
-
-def _scan_for_timestamps(
-    config: Mapping[str, object],
-    starts: Mapping[TopicPartition, int],
-    timestamps: Mapping[TopicPartition, int],
-    ends: Mapping[TopicPartition, int],
-    timeout: float,
-) -> dict[TopicPartition, int]:
-    """Read forward from each start to the first record at or after its time (or the end)."""
-    log.info(
-        "refining offsets-for-time answers that point before the requested time for %s", ", ".join(map(str, starts))
-    )
-    consumer = _throwaway_consumer(config)
-    result: dict[TopicPartition, int] = {}
-    read: dict[TopicPartition, int] = dict.fromkeys(starts, 0)
-    try:
-        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, offset) for tp, offset in starts.items()])
-        deadline = time.monotonic() + timeout
-        while len(result) < len(starts):
-            if time.monotonic() > deadline:
-                raise KafkaAccessError(
-                    f"could not read {', '.join(str(tp) for tp in starts if tp not in result)} at "
-                    f"{bootstrap_servers(config)} within {timeout}s to resolve offsets for times; retry, or give offsets "
-                    "instead of times"
-                )
-            for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise KafkaAccessError(f"reading {msg.topic()}:{msg.partition()} failed: {msg.error()}")
-                tp = TopicPartition(msg.topic(), msg.partition())
-                if tp in result:
-                    continue
-                read[tp] += 1
-                if msg.timestamp()[1] >= timestamps[tp] or read[tp] >= _MAX_REFINE_RECORDS:
-                    result[tp] = msg.offset()
-                elif msg.offset() + 1 >= ends[tp]:
-                    result[tp] = ends[tp]
-                if tp in result:
-                    consumer.incremental_unassign([KafkaTopicPartition(tp.topic, tp.partition)])
-    finally:
-        consumer.close()
-    return result
-
-
-def _throwaway_consumer(config: Mapping[str, object]) -> Consumer:
-    """A consumer for assigned reads only: it never joins or commits for a group."""
-    settings = dict(config)
-    settings.update(
-        {
-            "group.id": settings.get("group.id") or f"airflow-kafka-stream-metadata-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-        }
-    )
-    return new_consumer(settings)
+    return {tp: (end if offset < 0 or offset >= end else offset) for tp, (offset, end) in found.items()}
 
 
 def committed_offsets(

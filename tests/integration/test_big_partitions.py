@@ -36,7 +36,7 @@ STARTS = (0, RECORDS // 2, RECORDS - 500)
 def big_topic(kafka_bootstrap) -> str:
     """One partition of RECORDS single-record batches (one produce request each), values ``{"id": "b<offset>"}``."""
     topic = create_topic(kafka_bootstrap, unique("big"), 1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0, "batch.num.messages": 1})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
     for i in range(RECORDS):
         producer.produce(topic, json.dumps({"id": f"b{i}", "key": "k", "amount": 1}).encode(), partition=0)
         if i % 1000 == 0:

@@ -427,7 +427,7 @@ def test_refused_by_the_console_script(base, tmp_path, name):
 
 
 def test_refused_while_a_consumer_is_active_in_the_group(capsys, base, tmp_path):
-    """A consumer subscribed with the job's group id (tansu reports Stable only once it is assigned)."""
+    """A consumer subscribed with the job's group id (the group is Stable once it is assigned)."""
     job = base["job"].copy(tmp_path / "home")
     consumer = Consumer({"bootstrap.servers": job.bootstrap, "group.id": job.group, "enable.auto.commit": False,
                          "session.timeout.ms": 6000, "max.poll.interval.ms": 7000, "auto.offset.reset": "latest"})

@@ -1,8 +1,8 @@
 """Every reset strategy end to end: CLI plan → execute → checkpoint and group moved → real Spark resumes there.
 
 One job reads topic A (2 partitions) and topic B (1 partition). A got 10
-records per partition, then (after a wall-clock gap of over a second, as
-tansu's timestamp lookups need) the time T, then 5 more; B got 5 records
+records per partition, then (a few milliseconds apart on each side, as
+Kafka finds offsets for times to the millisecond) the time T, then 5 more; B got 5 records
 before T. Each test starts with the checkpoint at the end (A 15/15, B 5) and
 leaves it there: a dry run changes nothing, ``--execute`` appends a batch and
 moves the group, and a real Spark query restarted on the checkpoint reads
@@ -35,7 +35,7 @@ from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
-GAP = 1.5  # seconds on each side of T: tansu answers offsets-for-times at 1 s resolution
+GAP = 0.02  # seconds on each side of T: Kafka answers offsets-for-times to the millisecond
 
 
 @pytest.fixture(scope="module")

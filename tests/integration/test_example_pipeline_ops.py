@@ -103,7 +103,7 @@ class Example:
 
 
 def produce_wave(ex: Example, first_id: int, per_partition: int) -> int:
-    """``per_partition`` events to every partition, one record per request (exact tansu watermarks)."""
+    """``per_partition`` events to every partition."""
     n = first_id
     for partition in range(PARTS):
         records = []

@@ -2,8 +2,8 @@
 
 The job reads topic A (2 partitions) in one reader and topic B (1 partition) in
 another, so ``offsets/N`` holds two Kafka source lines. A got 10 records per
-partition and B 6 before the time T (with a wall-clock gap of over a second on
-each side, for tansu's timestamp lookups), then A 5 and B 4 more. Each test
+partition and B 6 before the time T (a few milliseconds apart on each side:
+Kafka finds offsets for times to the millisecond), then A 5 and B 4 more. Each test
 starts with the checkpoint at the end and the group there too; a reset must
 put each source's targets in that source's line, and real Spark restarted on
 the checkpoint must read exactly from the targets of both sources.
@@ -38,7 +38,7 @@ from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
-GAP = 1.5  # seconds on each side of T: tansu answers offsets-for-times at 1 s resolution
+GAP = 0.02  # seconds on each side of T: Kafka answers offsets-for-times to the millisecond
 
 
 def reader(spark, job: Job, topic: str, starting: str):

@@ -40,7 +40,7 @@ RECORDS = [
 @pytest.fixture(scope="module")
 def topic(kafka_bootstrap) -> str:
     name = create_topic(kafka_bootstrap, unique("readers"), 1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
     for key, value, stamp in RECORDS:
         producer.produce(name, value=value, key=key, partition=0, timestamp=stamp)
         producer.flush(30)

@@ -36,8 +36,8 @@ PER_PARTITION = 12
 
 
 def produce_at(bootstrap: str, topic: str, partition: int, count: int, timestamp_ms: int) -> None:
-    """``count`` records stamped ``timestamp_ms`` (CreateTime), one per request (keeps tansu's watermark exact)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0, "acks": "all"})
+    """``count`` records stamped ``timestamp_ms`` (CreateTime)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
     errors: list = []
     for i in range(count):
         producer.produce(topic, value=f"v{i}", partition=partition, timestamp=timestamp_ms,

@@ -8,9 +8,8 @@ watermark (the offset after the last marker) without waiting for a record
 that cannot come. Each read mode reads the topic from earliest to the end:
 every record exactly once, the checkpoint at the watermarks, the query ended.
 
-The cluster is librdkafka's mock cluster (tansu writes no markers), or
-KAFKA_BOOTSTRAP_SERVERS. On the mock, ``read_committed`` does not filter
-aborted records, so there it returns what ``read_uncommitted`` returns.
+The cluster is the test broker (Apache Kafka, or KAFKA_BOOTSTRAP_SERVERS), so
+``read_committed`` filters aborted records as users' clusters do.
 """
 
 from __future__ import annotations
