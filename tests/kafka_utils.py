@@ -67,7 +67,10 @@ def produce(
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm"), "enable.auto.commit": False})
+    """(low, high) per partition; high is the high watermark, not the last stable offset (librdkafka's consumer
+    reads at read_committed by default, where it would be the first offset of an open transaction)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("wm"), "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
     finally:

@@ -242,6 +242,8 @@ def _server_properties(node: KafkaNode, members: list[KafkaNode], workdir: Path)
         "log.segment.delete.delay.ms": 0,
         "log.cleaner.backoff.ms": 500,
         "file.delete.delay.ms": 0,
+        # A transaction whose producer vanished is aborted a second after its timeout (default: up to 10 s later).
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
