@@ -12,6 +12,7 @@ instead of joining, so an ``Empty`` group does not prove the job is stopped.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
@@ -37,6 +38,11 @@ _STATE_NAMES = {
 
 #: States in which the group has (or is gaining) members: offsets cannot be changed from outside.
 ACTIVE_STATES = frozenset({"Stable", "PreparingRebalance", "CompletingRebalance"})
+
+#: Errors meaning "the group's coordinator is moving or loading": Kafka's clients ask again.
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+)
 
 #: Errors meaning "members own this group right now".
 _IN_USE_CODES = frozenset(
@@ -86,18 +92,32 @@ def alter_group_offsets(
     wanted = _checked_offsets(offsets)
     check_partitions_exist(config, wanted, timeout)  # a broker may accept offsets for partitions it lacks
     admin = admin_client(config)
-    request = ConsumerGroupTopicPartitions(group, _kafka_partitions(wanted))
-    try:
-        answer = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group].result(timeout + 5)
-    except KafkaException as exc:
-        _raise_refusal(config, group, wanted, {tp: exc.args[0] for tp in wanted}, "alter")
-        raise  # pragma: no cover - _raise_refusal always raises
-    except TimeoutError as exc:
-        raise KafkaAccessError(
-            f"altering the offsets of group {group!r} at {bootstrap_servers(config)} timed out after {timeout}s; "
-            "some partitions may have changed: check with verify, then retry"
-        ) from exc
-    _check_answer(config, group, wanted, answer.topic_partitions, "alter")
+    deadline = time.monotonic() + timeout
+    pending, backoff = dict(wanted), 0.1
+    while True:
+        request = ConsumerGroupTopicPartitions(group, _kafka_partitions(pending))
+        try:
+            answer = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[group].result(timeout + 5)
+        except KafkaException as exc:
+            errors = {tp: exc.args[0] for tp in pending}
+        except TimeoutError as exc:
+            raise KafkaAccessError(
+                f"altering the offsets of group {group!r} at {bootstrap_servers(config)} timed out after {timeout}s; "
+                "some partitions may have changed: check with verify, then retry"
+            ) from exc
+        else:
+            errors = {TopicPartition(k.topic, k.partition): k.error for k in answer.topic_partitions
+                      if k.error is not None}
+        moving = {tp for tp, err in errors.items() if err.code() in _COORDINATOR_MOVING}
+        if not moving or moving != set(errors) or time.monotonic() + backoff > deadline:
+            break
+        # The group's coordinator is moving or loading (a broker restarted, the offsets topic is being created):
+        # Kafka says to ask again, and only the partitions it refused for that reason.
+        log.info("group %s: coordinator not ready (%s); asking again", group, next(iter(errors.values())).name())
+        time.sleep(backoff)
+        pending, backoff = {tp: wanted[tp] for tp in moving}, min(backoff * 2, 1.0)
+    if errors:
+        _raise_refusal(config, group, wanted, errors, "alter")
     log.info("set offsets of group %s for %d partitions", group, len(wanted))
 
 

@@ -61,7 +61,7 @@ def find_lost_offsets(
             continue
         low, high = bounds[tp]
         if offset < low:
-            lost.append(LostOffsets(tp, offset, low, high, f"offsets {offset}..{low - 1} were deleted (retention)"))
+            lost.append(LostOffsets(tp, offset, low, high, f"offsets {offset}..{low - 1} were deleted (retention or DeleteRecords)"))
         elif offset > high:
             lost.append(
                 LostOffsets(tp, offset, low, high, "the end offset went backwards (topic deleted and recreated?)")

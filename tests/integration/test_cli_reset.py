@@ -1,8 +1,8 @@
 """Every reset strategy end to end: CLI plan → execute → checkpoint and group moved → real Spark resumes there.
 
 One job reads topic A (2 partitions) and topic B (1 partition). A got 10
-records per partition, then (a few milliseconds apart on each side, as
-Kafka finds offsets for times to the millisecond) the time T, then 5 more; B got 5 records
+records per partition, then (milliseconds later: Kafka finds offsets for times
+to the millisecond) the time T, then 5 more; B got 5 records
 before T. Each test starts with the checkpoint at the end (A 15/15, B 5) and
 leaves it there: a dry run changes nothing, ``--execute`` appends a batch and
 moves the group, and a real Spark query restarted on the checkpoint reads
@@ -35,7 +35,9 @@ from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
-GAP = 0.02  # seconds on each side of T: Kafka answers offsets-for-times to the millisecond
+GAP = 0.02  # seconds before T: Kafka answers offsets-for-times to the millisecond
+#: Seconds after T: --by-duration counts back from the CLI's clock, read later than the test's.
+GAP_AFTER = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +49,7 @@ def world(spark, kafka_bootstrap, tmp_path_factory):
     produce(kafka_bootstrap, b, [(None, f"b-{i}") for i in range(5)], partition=0)
     time.sleep(GAP)
     t = time.time()
-    time.sleep(GAP)
+    time.sleep(GAP_AFTER)
     for p in (0, 1):
         produce(kafka_bootstrap, a, [(None, f"late-{p}-{i}") for i in range(5)], partition=p)
     job = make_job(spark, kafka_bootstrap, tmp_path_factory.mktemp("cli-reset") / "home", {a: 2, b: 1})
