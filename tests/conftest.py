@@ -88,7 +88,7 @@ def transactional_cluster(kafka_bootstrap):
     under ``read_committed``)."""
     from tests.kafka_transactions import TransactionalCluster
 
-    yield TransactionalCluster(kafka_bootstrap, is_mock=False)
+    yield TransactionalCluster(kafka_bootstrap)
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,8 @@
 
 Every commit or abort writes one control record (a marker) into each partition
 the transaction touched; it takes an offset that no consumer ever sees as a
-record. These helpers produce against the test broker (Apache Kafka) or, where a
-test needs its fault injection, librdkafka's mock cluster
-(``airflow_kafka_stream.devstack.mock_cluster``), which does not filter aborted
-records under ``read_committed``.
+record. These helpers produce against the test broker (Apache Kafka, or the
+cluster KAFKA_BOOTSTRAP_SERVERS names).
 
 A script of :class:`Send` and :class:`End` steps is played with transactional
 producers, one step at a time (each send is flushed, so the order on each
@@ -24,23 +22,18 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
 
-from airflow_kafka_stream.devstack.mock_cluster import MOCK_TOPIC_PARTITIONS
 from tests.kafka_utils import create_topic, unique
+
+#: Partitions of every topic the scripts play into.
+PARTITIONS = 4
 
 
 @dataclass(frozen=True)
 class TransactionalCluster:
-    """Where transactions go: the mock cluster (aborted records are not filtered there) or a real one."""
+    """Where transactions go: a cluster whose ``read_committed`` hides aborted records."""
 
     bootstrap: str
-    is_mock: bool
-
-    @property
-    def filters_aborted(self) -> bool:
-        """Whether ``isolation.level=read_committed`` hides aborted records (real Kafka; not the mock)."""
-        return not self.is_mock
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ class TransactionalTopic:
 
     def expected(self, read_committed: bool = False) -> list[tuple[int, int, bytes]]:
         """(partition, offset, value) a read from offset 0 to the end returns, in partition and offset order."""
-        hidden = read_committed and self.cluster.filters_aborted
+        hidden = read_committed
         return sorted((r.partition, r.offset, r.value) for r in self.records if r.committed or not hidden)
 
     def nested_high(self) -> dict[str, dict[str, int]]:
@@ -104,21 +97,9 @@ class TransactionalTopic:
 
 
 def new_topic(cluster: TransactionalCluster, prefix: str) -> TransactionalTopic:
-    """A fresh topic of 4 partitions (on the mock, made by asking for it: the mock has no CreateTopics)."""
-    name = unique(prefix)
-    if not cluster.is_mock:
-        create_topic(cluster.bootstrap, name, MOCK_TOPIC_PARTITIONS)
-        return TransactionalTopic(cluster, name, MOCK_TOPIC_PARTITIONS, high=dict.fromkeys(range(4), 0))
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, "log_level": 3})  # a consumer never creates
-    deadline = time.monotonic() + 20
-    while True:
-        meta = admin.list_topics(name, timeout=5).topics.get(name)
-        if meta is not None and meta.error is None and len(meta.partitions) == MOCK_TOPIC_PARTITIONS and all(
-                p.leader >= 0 for p in meta.partitions.values()):
-            break
-        assert time.monotonic() < deadline, f"the mock cluster did not create {name}: {meta}"
-        time.sleep(0.1)
-    return TransactionalTopic(cluster, name, MOCK_TOPIC_PARTITIONS, high=dict.fromkeys(range(4), 0))
+    """A fresh topic of PARTITIONS partitions."""
+    name = create_topic(cluster.bootstrap, unique(prefix), PARTITIONS)
+    return TransactionalTopic(cluster, name, PARTITIONS, high=dict.fromkeys(range(PARTITIONS), 0))
 
 
 def play(topic: TransactionalTopic, steps: Iterable[Send | End], timeout: float = 30.0) -> TransactionalTopic:

@@ -6,18 +6,12 @@ job home the CLI works on. Targets of a reset or a savepoint may be offsets
 that hold a marker, not a record; a query restarted there must read from the
 first real record at or after each target, and end at the high watermark.
 
-Against the mock cluster, the job home records no consumer group for the
-operations that move offsets: the mock cannot describe groups (no
-DescribeGroups), and a reset refuses to run when it cannot prove the group
-idle (tested below). Offsets-for-times on the mock answer "no record at or
-after that time" for every time, so ``--to-datetime`` can only be tested with
-a time after the last record (then it lands on the high watermark, past the
-last marker, as it does on Kafka).
+A ``--to-datetime`` after the last record lands on the high watermark, past
+the last marker.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 
@@ -26,11 +20,9 @@ import pytest
 from airflow_kafka_stream.core.offsets import TopicPartition
 from tests.integration.cli_helpers import (
     Job,
-    assert_unchanged,
     cli,
     commit_group,
     make_job,
-    snapshot,
     starting_offsets,
 )
 from tests.integration.test_transaction_markers import POLL_TIMEOUT_MS, run_within_deadline, script
@@ -67,19 +59,12 @@ def resume(spark, job: Job) -> list[tuple[int, int, bytes]]:
 @pytest.fixture
 def job(world, tmp_path) -> Job:
     """A copy of the world's job, its checkpoint at the high watermarks, for an operation that moves offsets.
-
-    On the mock cluster its job.json names no group (the mock cannot describe groups, so a reset with one is
-    refused, see test_a_reset_that_cannot_check_the_group_changes_nothing); on Kafka it keeps the group.
     """
     topic = world["topic"]
     job = world["job"].copy(tmp_path / "home")
     if job.position() != high(topic):
         resume(world["spark"], job)
     assert job.position() == high(topic)
-    if topic.cluster.is_mock:
-        spec = json.loads((job.home / "job.json").read_text())
-        spec["group"] = None
-        (job.home / "job.json").write_text(json.dumps(spec, indent=2))
     return job
 
 
@@ -130,18 +115,6 @@ def test_verify_at_the_watermarks_past_the_last_marker(capsys, world):
     assert rows == {p: ("OK", o, o, o, 0) for p, o in topic.high.items()}
     assert all(topic.is_marker(p, o - 1) for p, o in topic.high.items()), "every partition ends on a marker"
     assert cli(capsys, "verify", *home(job)).code == 0
-
-
-def test_a_reset_that_cannot_check_the_group_changes_nothing(capsys, world):
-    """The mock cannot describe groups: a reset cannot prove the job's group idle, so it refuses, changing nothing."""
-    topic, job = world["topic"], world["job"]
-    if not topic.cluster.is_mock:
-        pytest.skip("only the mock cluster lacks DescribeGroups")
-    before = snapshot(job)
-    refused = cli(capsys, "reset", *home(job), "--shift-by", "-3", "--execute")
-    assert refused.code != 0
-    assert f"could not describe consumer group {job.group!r}" in refused.err
-    assert_unchanged(job, before)
 
 
 @pytest.mark.parametrize("shift, on_markers", [(-1, {0, 1, 2, 3}), (-3, {0, 3}), (-5, {0, 2})])
