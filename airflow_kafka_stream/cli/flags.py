@@ -29,6 +29,8 @@ OPTION_OF_SETTING = {
     "keep_last": "--keep-last",
     "max_age": "--keep-within",
     "scope": "--topic",
+    "topics": "--topic",
+    "output_path": "--output",
     "timezone": "--timezone",
     "export": "--export",
     "sink_kind": "--sink-kind",

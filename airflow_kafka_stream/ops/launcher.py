@@ -95,6 +95,9 @@ class Launcher(Protocol):
     """Starts a driver for a submission, detached: it returns once the driver is on its way, never waits for
     the stream to end. ``extra_env`` is added to the driver's environment (a standby's token)."""
 
+    #: The librdkafka settings the driver gets (secrets included): what a check before the launch reaches Kafka with.
+    kafka: Mapping[str, Any]
+
     def launch(self, submission: Submission, log_path: str,
                extra_env: Mapping[str, str] | None = None) -> LaunchedDriver: ...
 
@@ -112,6 +115,15 @@ def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequ
     for topic in topics:
         args += ["--topic", str(topic)]
     return args
+
+
+def example_pipeline_topics(submission: Submission) -> list[str]:
+    """The topics a submission of the example pipeline (or of a version taking its arguments) reads; none for an
+    application of the user's own, whose sources are known only once it runs."""
+    if submission.program != EXAMPLE_PIPELINE:
+        return []
+    args = list(submission.application_args)
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--topic"]
 
 
 def driver_name(job_home: str) -> str:

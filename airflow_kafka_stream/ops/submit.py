@@ -27,8 +27,15 @@ from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
-from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
-from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
+from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.ops.launcher import (
+    CLIENT_CONFIG_ENV,
+    LaunchedDriver,
+    Launcher,
+    Submission,
+    example_pipeline_topics,
+)
 from airflow_kafka_stream.ops.results import SubmitResult
 from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
 from airflow_kafka_stream.storage.files import client_config_from_env, is_local
@@ -76,6 +83,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     """
     now = now or datetime.now(UTC)
     version = submission.app_version
+    check_topics_exist(submission, launcher)
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
                             existing_home=False) as record:
@@ -101,6 +109,18 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
                               driver.host, driver.application_id)
         record["after"] = result.to_dict()
         return result
+
+
+def check_topics_exist(submission: Submission, launcher: Launcher) -> None:
+    """Refuse, before anything is launched, a submission of the example pipeline that names a topic Kafka does
+    not have: its driver would fail on its first batch minutes later, and no broker creates a topic because a
+    client asks for it (``auto.create.topics.enable`` is off on managed clusters)."""
+    topics = example_pipeline_topics(submission)
+    if topics:
+        try:
+            metadata.list_topic_partitions(launcher.kafka, topics=topics)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"nothing was launched: {exc}", setting="topics") from exc
 
 
 def replay(home: JobHome, app_version: str, launcher: Launcher, *, by: str | None = None,

@@ -497,3 +497,16 @@ def test_the_options_a_refusal_names_are_the_way_out(capsys, base, tmp_path):
     done = cli(capsys, *reset, "--drop-state", "--allow-sink-batch-log", "--json")
     assert done.code == 0, done.err
     assert done.json()["generation"] == generation + 1
+
+
+def test_a_submit_naming_a_topic_kafka_lacks_is_refused_before_anything_is_launched(kafka_bootstrap, tmp_path):
+    """No broker creates a topic because a client asks for it: the driver would fail on its first batch, so the
+    submit refuses, naming the topic and the flag, and launches nothing."""
+    missing = unique("no-such-topic")
+    home = tmp_path / "home"
+    done = cli_subprocess("submit", "--job-home", home, "--bootstrap-server", kafka_bootstrap, "--app-version", "1",
+                          "--topic", missing, "--group", unique("g"), "--output", tmp_path / "out")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"topic(s) {missing} do not exist" in done.stderr and "[topics: --topic]" in done.stderr
+    assert "nothing was launched" in done.stderr
+    assert not home.exists() or not any(home.rglob("*")), "the job home holds nothing: no launch, no submission"
