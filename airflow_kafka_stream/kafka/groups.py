@@ -6,7 +6,9 @@ admin API (``alter_group_offsets``) or a consumer that commits without joining
 (``commit_offsets``). Kafka refuses both while members are in the group
 (``UNKNOWN_MEMBER_ID``, per partition); that refusal becomes a JobStateError
 saying which partitions changed and which did not. Spark assigns partitions
-instead of joining, so an ``Empty`` group does not prove the job is stopped.
+instead of joining, so an ``Empty`` group does not prove the job is stopped,
+and any member :func:`describe_group` lists is a consumer that is not the job
+(``core.consumer_group``).
 """
 
 from __future__ import annotations
