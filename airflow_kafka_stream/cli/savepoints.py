@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from airflow_kafka_stream.cli.common import EXIT_OK, Parser, emit, job_args, job_home, nonempty, sink_args
+from airflow_kafka_stream.cli.common import EXIT_OK, Parser, context, emit, job_args, job_home, nonempty, sink_args
 
 _SAVEPOINT_ACTIONS = {
     "create": "take a savepoint of the job's last committed batch: live while it runs (it keeps running), "
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         a.set_defaults(handler=_cmd_savepoint)
 
     p = sub.add_parser("restore", help="start a new checkpoint generation from a savepoint")
-    job_args(p, checkpoint=False, kafka=False)
+    job_args(p, checkpoint=False)
     p.add_argument("--savepoint", required=True, type=nonempty, help="the savepoint id, or latest (the newest)")
     p.add_argument("--drop-state", action="store_true",
                    help="seed a fresh checkpoint with the savepoint's offsets only (allowNonRestoredState)")
@@ -80,8 +80,12 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.render.savepoints import restore_text
 
     home = job_home(args)
+    # The cluster and group (job.json's, or the flags'): a restore is refused while another consumer uses the group.
+    ctx = context(args)
     result = savepoints.restore(home, savepoints.resolve_id(home, args.savepoint), drop_state=args.drop_state,
                                 sink_path=args.sink_path, sink_kind=args.sink_kind,
-                                allow_sink_batch_log=args.allow_sink_batch_log)
+                                allow_sink_batch_log=args.allow_sink_batch_log,
+                                kafka_config=ctx.kafka_config if ctx.kafka_config.get("bootstrap.servers") else None,
+                                group=ctx.group)
     emit(args, result.to_dict(), restore_text(result))
     return EXIT_OK

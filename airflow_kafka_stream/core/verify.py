@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from airflow_kafka_stream.core.consumer_group import GroupDescription
 from airflow_kafka_stream.core.lag_window import WindowVerdict
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 
@@ -220,6 +221,8 @@ class VerifyResult:
     time_lag_seconds: Mapping[TopicPartition, float] | None = None
     #: Burrow's window rules over the group's recent looks (core.lag_window); None when not judged.
     window: WindowVerdict | None = None
+    #: The group as its coordinator described it (state, protocol, members); None when not looked at.
+    group_description: GroupDescription | None = None
 
     @property
     def status(self) -> Status:
@@ -268,6 +271,8 @@ class VerifyResult:
                 for v in self.partitions
             ],
             **({"window": self.window.to_dict()} if self.window is not None else {}),
+            **({"group_description": self.group_description.to_dict()} if self.group_description is not None
+               else {}),
         }
 
     def to_json(self) -> str:

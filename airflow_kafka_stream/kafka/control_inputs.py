@@ -3,7 +3,8 @@
 Observe, then decide: these functions only read from Kafka and hand values to
 the pure evaluators in ``core/verify.py`` and ``core/reset_plan.py``. The
 request count does not grow with the number of partitions: one topic listing,
-batched watermarks, one group offset fetch, and for time-based resets one
+batched watermarks, one group offset fetch (and for verification one
+description of the group, for its members), and for time-based resets one
 batched offsets-for-times lookup.
 
 The job's topics are the ones it subscribes to plus any its checkpoint names.
@@ -15,7 +16,7 @@ reset); a checkpoint topic or partition missing from the cluster is a finding
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
@@ -24,6 +25,7 @@ from airflow_kafka_stream.core.reset_scope import Scope
 from airflow_kafka_stream.core.reset_strategy import ResetStrategy
 from airflow_kafka_stream.core.verify import VerifyResult, evaluate, observe
 from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.groups import describe_group
 from airflow_kafka_stream.kafka.metadata import (
     committed_offsets,
     list_topic_partitions,
@@ -99,7 +101,9 @@ def verify_job(
     inputs = collect_verify_inputs(config, group, checkpoint_offsets, topics, timeout)
     later = dict(checkpoint_later()) if checkpoint_later is not None else None
     observations = observe(dict(checkpoint_offsets), inputs.group_offsets, inputs.watermarks, later)
-    return evaluate(observations, now=now, last_batch_at=last_batch_at, stall_after=stall_after, group=group)
+    result = evaluate(observations, now=now, last_batch_at=last_batch_at, stall_after=stall_after, group=group)
+    # Who else consumes with the group id: the job never joins its group, so any member is another consumer.
+    return replace(result, group_description=describe_group(config, group, timeout))
 
 
 def collect_reset_inputs(

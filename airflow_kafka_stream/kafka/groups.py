@@ -1,4 +1,4 @@
-"""Consumer group control: read a group's state, alter or commit its offsets.
+"""Consumer group access: describe a group (state, protocol, members), alter or commit its offsets.
 
 A group's offsets are a copy of the job's position for monitoring (the
 checkpoint is the truth), so they are written from outside the group: the
@@ -6,7 +6,9 @@ admin API (``alter_group_offsets``) or a consumer that commits without joining
 (``commit_offsets``). Kafka refuses both while members are in the group
 (``UNKNOWN_MEMBER_ID``, per partition); that refusal becomes a JobStateError
 saying which partitions changed and which did not. Spark assigns partitions
-instead of joining, so an ``Empty`` group does not prove the job is stopped.
+instead of joining, so an ``Empty`` group does not prove the job is stopped,
+and any member :func:`describe_group` lists is a consumer that is not the job
+(``core.consumer_group``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from airflow_kafka_stream.core.consumer_group import GroupDescription, GroupMember
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, KafkaAccessError
 from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
@@ -33,11 +36,10 @@ _STATE_NAMES = {
     "DEAD": "Dead",
     "PREPARING_REBALANCING": "PreparingRebalance",
     "COMPLETING_REBALANCING": "CompletingRebalance",
+    "ASSIGNING": "Assigning",
+    "RECONCILING": "Reconciling",
     "UNKNOWN": "Unknown",
 }
-
-#: States in which the group has (or is gaining) members: offsets cannot be changed from outside.
-ACTIVE_STATES = frozenset({"Stable", "PreparingRebalance", "CompletingRebalance"})
 
 #: Errors meaning "the group's coordinator is moving or loading": Kafka's clients ask again.
 _COORDINATOR_MOVING = frozenset(
@@ -60,24 +62,37 @@ def _check_group(group: str) -> None:
         raise InvalidInputError("a consumer group id is needed; set the job's kafka.group.id")
 
 
-def group_state(config: Mapping[str, object], group: str, timeout: float = 10.0) -> str:
-    """The group's state by Kafka's name (Stable, Empty, Dead, PreparingRebalance, ...).
+def describe_group(config: Mapping[str, object], group: str, timeout: float = 10.0) -> GroupDescription:
+    """The group as its coordinator describes it: state, protocol and members (classic and KIP-848 groups alike).
 
-    A group that never existed (or whose offsets expired) reads as Dead.
+    A group that never existed (or whose offsets expired) reads as Dead with no members.
     """
     _check_group(group)
     admin = admin_client(config)
     servers = bootstrap_servers(config)
     try:
-        description = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 5)
+        found = admin.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout + 5)
     except (KafkaException, TimeoutError) as exc:
         raise KafkaAccessError(
             f"could not describe consumer group {group!r} at {servers}: {exc}; check that the brokers are "
             "reachable and that this principal may DESCRIBE the group"
         ) from exc
-    state = getattr(description, "state", None)
-    name = getattr(state, "name", "UNKNOWN")
-    return _STATE_NAMES.get(name, name.title())
+    name = getattr(getattr(found, "state", None), "name", "UNKNOWN")
+    protocol = getattr(getattr(found, "type", None), "name", "UNKNOWN").lower()
+    members = tuple(
+        GroupMember(member_id=m.member_id, client_id=m.client_id or "", host=m.host or "",
+                    group_instance_id=m.group_instance_id or None,
+                    assignment=tuple(sorted(TopicPartition(tp.topic, tp.partition)
+                                            for tp in getattr(m.assignment, "topic_partitions", None) or ())))
+        for m in found.members or ()
+    )
+    return GroupDescription(group=group, state=_STATE_NAMES.get(name, name.title()), protocol=protocol,
+                            members=members)
+
+
+def group_state(config: Mapping[str, object], group: str, timeout: float = 10.0) -> str:
+    """The group's state by Kafka's name (Stable, Empty, Dead, PreparingRebalance, ...): :func:`describe_group`'s."""
+    return describe_group(config, group, timeout).state
 
 
 def alter_group_offsets(

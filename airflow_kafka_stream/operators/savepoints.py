@@ -74,6 +74,8 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
     :param sink_kind: ``file``, ``idempotent`` or ``none``, over the sink job.json records (see core.sink).
     :param sink_path: the file sink's output directory, over the one job.json records.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
+    :param kafka_conn_id: the ``kafka`` connection of the job's cluster: when given, the restore is also refused
+        while another consumer is a member of the job's group (it names their client ids and hosts).
     :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
     """
 
@@ -82,7 +84,7 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
     def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
                  allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
                  enabled: bool | str = True, sink_kind: str | None = None, sink_path: str | None = None,
-                 **kwargs: Any) -> None:
+                 kafka_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.enabled = enabled
         if not savepoint_id or not str(savepoint_id).strip():
@@ -94,6 +96,7 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
         self.storage_conn_id = storage_conn_id
         self.sink_kind = sink_kind
         self.sink_path = sink_path
+        self.kafka_conn_id = kafka_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -104,10 +107,13 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
 
         if not as_flag(self.enabled, "enabled"):
             raise AirflowSkipException("switched off for this run")
-        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        home = hook.home()
+        ctx = hook.context(sink_kind=self.sink_kind, sink_path=self.sink_path) if self.kafka_conn_id else None
         result = restore(home, resolve_id(home, self.savepoint_id), drop_state=self.drop_state,
                          allow_sink_batch_log=self.allow_sink_batch_log, sink_kind=self.sink_kind,
-                         sink_path=self.sink_path)
+                         sink_path=self.sink_path, kafka_config=ctx.kafka_config if ctx else None,
+                         group=ctx.group if ctx else None)
         self.log.info("restore of %s:\n%s", self.job_home, restore_text(result))
         return result.to_dict()
 

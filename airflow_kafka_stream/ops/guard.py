@@ -3,12 +3,15 @@
 A reset or restore while the job runs corrupts it. The consumer group alone
 proves nothing (Spark assigns partitions instead of joining the group, so the
 group looks Empty while the job reads), so liveness comes from the job's own
-status by the one rule (``core.liveness``); an active group is an extra reason to refuse.
+status by the one rule (``core.liveness``). The group is a second signal: since the
+job never joins it, any member the coordinator lists is another consumer using the
+job's group id, and a reason to refuse too (:func:`ensure_group_unused`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEFAULT_AGE
@@ -21,9 +24,6 @@ log = logging.getLogger(__name__)
 
 #: A heartbeat older than this means the job is not running (it refreshes every few seconds).
 DEFAULT_MAX_HEARTBEAT_AGE = _DEFAULT_AGE
-
-#: Group states that prove nothing about emptiness: members may be joining.
-UNPROVEN_GROUP_STATES = {"Unknown"}
 
 
 def job_liveness(home: JobHome, now: datetime | None = None,
@@ -43,10 +43,12 @@ def job_is_running(home: JobHome, now: datetime | None = None,
     return found.alive, status
 
 
-def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, group: str | None = None,
+def ensure_not_running(home: JobHome | None, kafka_config: Mapping[str, object] | None = None,
+                       group: str | None = None,
                        operation: str = "this operation", now: datetime | None = None,
                        max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> None:
-    """Raise JobStateError when the job runs (fresh heartbeat) or the group has active members."""
+    """Raise JobStateError when the job runs (fresh heartbeat) or, given the Kafka config and group, when the group
+    has members (:func:`ensure_group_unused`)."""
     if home is not None:
         running, status = job_is_running(home, now, max_age)
         if running:
@@ -59,11 +61,24 @@ def ensure_not_running(home: JobHome | None, kafka_config: dict | None = None, g
                 "stop operator, on this job home), then try again"
             )
     if kafka_config and group:
-        from airflow_kafka_stream.kafka.groups import ACTIVE_STATES, group_state
+        ensure_group_unused(kafka_config, group, operation)
 
-        state = group_state(kafka_config, group)
-        if state in ACTIVE_STATES or state in UNPROVEN_GROUP_STATES:
-            raise JobStateError(
-                f"consumer group {group!r} is {state}: some consumer is active in it; {operation} is refused "
-                "while it consumes. Stop that consumer (or the job) and try again"
-            )
+
+def ensure_group_unused(kafka_config: Mapping[str, object], group: str, operation: str = "this operation") -> None:
+    """Raise JobStateError when someone consumes with the job's group: a member (any: the job never joins its
+    group, core.consumer_group says why), named by client id and host, or a state in which members are joining."""
+    from airflow_kafka_stream.kafka.groups import describe_group
+
+    found = describe_group(kafka_config, group)
+    if found.foreign_members:
+        raise JobStateError(
+            f"consumer group {group!r} ({found.protocol} protocol, {found.state}) has {len(found.foreign_members)} "
+            f"active member(s) that are not the job: {found.members_text()}; {operation} is refused while another "
+            "consumer uses the job's group id (the job itself never joins its group). Stop those consumers or give "
+            "them their own group.id, then try again"
+        )
+    if found.in_use:
+        raise JobStateError(
+            f"consumer group {group!r} is {found.state}: some consumer is active in it; {operation} is refused "
+            "while it consumes. Stop that consumer (or the job) and try again"
+        )

@@ -10,6 +10,7 @@ seeded with the savepoint's offsets (Flink's allowNonRestoredState).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -164,17 +165,20 @@ def resolve_id(home: JobHome, savepoint_id: str) -> str:
 
 
 def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_path: str | None = None,
-            allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None) -> RestoreResult:
+            allow_sink_batch_log: bool = False, by: str | None = None, sink_kind: str | None = None,
+            kafka_config: Mapping[str, object] | None = None, group: str | None = None) -> RestoreResult:
     """Start a new checkpoint generation from a savepoint (refused while the job runs).
 
-    ``sink_kind``/``sink_path`` override the sink job.json records (see core.sink.resolve_sink).
+    ``sink_kind``/``sink_path`` override the sink job.json records (see core.sink.resolve_sink). Given the
+    cluster's ``kafka_config`` and the job's ``group``, it is also refused while another consumer is a member of
+    the group (ops.guard.ensure_group_unused); an upgrade's own rollback passes neither.
     """
     savepoint_id = _need_id(savepoint_id, "restore")
     home.require()
     sink = resolve_sink(sink_from_spec(home.spec()), sink_kind, sink_path)
     args = {"savepoint": savepoint_id, "drop_state": drop_state, "sink": sink.to_json() if sink else None}
     with recorded_operation(home, "restore", args, by=by) as record:
-        ensure_not_running(home, operation="a restore")
+        ensure_not_running(home, kafka_config, group, operation="a restore")
         url = home.savepoint_url(savepoint_id)
         # Keeping state, the copy checks every file as it reads it: validating first would read them twice.
         manifest = validate_savepoint(url, home.storage_options) if drop_state else read_manifest(

@@ -95,6 +95,8 @@ def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
         parts.append(_summary(summary))
     if view.get("partitions") is not None:
         parts.append("<h3>Partitions</h3>" + _partitions(view["partitions"]))
+    if view.get("group") is not None:
+        parts.append("<h3>Consumer group members</h3>" + _group_members(view["group"]))
     if "lag_samples" in view:
         parts.append('<h3>Lag over time</h3><div class="plots"><div>' + lag_plot(view["lag_samples"], tz=clock.tz)
                      + "</div><div>" + time_lag_plot(view.get("time_lag_samples") or [], tz=clock.tz,
@@ -157,6 +159,19 @@ def _partitions(rows: list[dict[str, Any]]) -> str:
           _cell(None if r.get("time_lag_seconds") is None else seconds_text(r["time_lag_seconds"]), True),
           f'<td class="{status_css(r["status"])}" title="{escape(r.get("detail") or "")}">{escape(r["status"])}</td>']
          for r in rows), "partitions")
+
+
+def _group_members(group: dict[str, Any]) -> str:
+    """The group's state and members; the job never joins its group, so a member is another consumer (shown bad)."""
+    head = (f'<p>Group {escape(group["group"])}: {escape(group["state"])} ({escape(group["protocol"])} protocol). '
+            "The job never joins its group: ")
+    if not group["members"]:
+        return head + "no other consumer uses it.</p>"
+    return head + ('<span class="bad">these consumers use its group id; an offset reset or restore is refused '
+                   "while they do.</span></p>") + _table(
+        ["Client id", "Host", "Member id", "Static instance id", "Assigned partitions"],
+        ([_cell(m["client_id"], css="bad"), _cell(m["host"]), _cell(m["member_id"]), _cell(m["group_instance_id"]),
+          _cell(", ".join(m["assignment"]) or None)] for m in group["members"]), "members")
 
 
 def _size(size: int | None) -> str | None:

@@ -43,7 +43,8 @@ def job_view(home_url: str, kafka_config: dict[str, Any], storage_options: dict[
     if home is None:
         return view
     view["summary"] = section("summary", lambda: summary(home, now))
-    view["partitions"] = section("partitions", lambda: partitions(home, kafka_config))
+    checked = section("partitions", lambda: verified(home, kafka_config))
+    view["partitions"], view["group"] = (checked["partitions"], checked["group"]) if checked else (None, None)
     view["lag_samples"] = _lag_samples(home) if view["summary"] else []
     view["time_lag_samples"] = _time_lag_samples(home) if view["summary"] else []
     view["objective"] = section("objective", lambda: objective(home))
@@ -105,8 +106,9 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
     }
 
 
-def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per partition: checkpoint and group offsets, watermarks, lag and the verify status (ops.verify)."""
+def verified(home: JobHome, kafka_config: dict[str, Any]) -> dict[str, Any]:
+    """One verify (ops.verify): ``partitions``, one row each (checkpoint and group offsets, watermarks, lag, the
+    status), and ``group``, the group's state and members as its coordinator describes them (or None)."""
     from airflow_kafka_stream.ops import verify
     from airflow_kafka_stream.ops.context import build_context
 
@@ -120,7 +122,8 @@ def partitions(home: JobHome, kafka_config: dict[str, Any]) -> list[dict[str, An
                      "low": seen.low, "high": seen.high, "lag": seen.lag,
                      "time_lag_seconds": (result.time_lag_seconds or {}).get(seen.partition),
                      "status": str(verdict.status), "detail": verdict.detail})
-    return rows
+    described = result.group_description
+    return {"partitions": rows, "group": described.to_dict() if described is not None else None}
 
 
 def state(home: JobHome) -> dict[str, Any]:

@@ -137,7 +137,22 @@ def verify_text(result: VerifyResult) -> str:
         f"with problems; total lag {result.total_lag}"
     )
     return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(columns, rows), summary,
-                      *window_lines(result)])
+                      *group_lines(result), *window_lines(result)])
+
+
+def group_lines(result: VerifyResult) -> list[str]:
+    """The group's state and its members, one line each (the job never joins its group: a member is someone
+    else consuming with its group id)."""
+    found = result.group_description
+    if found is None:
+        return []
+    head = f"group {found.group}: {found.state} ({found.protocol} protocol), {len(found.members)} member(s)"
+    if not found.foreign_members:
+        return [head]
+    return [head + "; WARNING: these consume with the job's group id (the job itself never joins it); an offset "
+            "reset or restore is refused while they do:",
+            *(f"  {m.describe()}, member {m.member_id}, assigned {', '.join(map(str, m.assignment)) or 'nothing'}"
+              for m in found.foreign_members)]
 
 
 def window_lines(result: VerifyResult) -> list[str]:

@@ -15,14 +15,14 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
 
-from airflow_kafka_stream.kafka.groups import group_state
+from airflow_kafka_stream.kafka.groups import describe_group
 from tests.integration.cli_helpers import (
     STATEFUL_CONF,
     Job,
@@ -426,11 +426,17 @@ def test_refused_by_the_console_script(base, tmp_path, name):
     assert elapsed < 20, f"refusing took {elapsed:.1f}s"
 
 
-def test_refused_while_a_consumer_is_active_in_the_group(capsys, base, tmp_path):
-    """A consumer subscribed with the job's group id (the group is Stable once it is assigned)."""
-    job = base["job"].copy(tmp_path / "home")
-    consumer = Consumer({"bootstrap.servers": job.bootstrap, "group.id": job.group, "enable.auto.commit": False,
-                         "session.timeout.ms": 6000, "max.poll.interval.ms": 7000, "auto.offset.reset": "latest"})
+@pytest.fixture(params=["classic", "consumer"])
+def foreign_consumer(request, base):
+    """A consumer that is not the job, subscribed with the job's group id under either group protocol (KIP-848's
+    ``consumer`` or the classic one); yields its client.id once it is assigned and the group lists it."""
+    job = base["job"]
+    client_id = f"foreign-{request.param}-reader"
+    settings = {"bootstrap.servers": job.bootstrap, "group.id": job.group, "client.id": client_id,
+                "enable.auto.commit": False, "auto.offset.reset": "latest", "group.protocol": request.param}
+    if request.param == "classic":  # the session settings belong to the coordinator under KIP-848
+        settings.update({"session.timeout.ms": 6000, "max.poll.interval.ms": 7000})
+    consumer = Consumer(settings)
     consumer.subscribe([base["topic"]])
     assigned = threading.Event()
     stop = threading.Event()
@@ -445,19 +451,50 @@ def test_refused_while_a_consumer_is_active_in_the_group(capsys, base, tmp_path)
     thread.start()
     try:
         assert assigned.wait(30), "the consumer was never assigned"
-        deadline = time.monotonic() + 15
         config = {"bootstrap.servers": job.bootstrap}
-        while "STABLE" not in str(group_state(config, job.group)).upper() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 15
+        while not describe_group(config, job.group).members and time.monotonic() < deadline:
             time.sleep(0.3)
-        before = snapshot(job)
-        history_before = len(job.history())
-        result = cli(capsys, "reset", "--job-home", str(job.home), "--to-earliest", "--execute")
-        case = Case((), "some consumer is active", "", recorded="reset")
-        check_refused(job, before, result.code, result.err, case, history_before, None)
+        yield client_id
     finally:
         stop.set()
         thread.join(10)
         consumer.close()
+
+
+def test_refused_while_another_consumer_is_in_the_group(capsys, base, tmp_path, foreign_consumer):
+    """The job is stopped (no heartbeat) but someone else consumes with its group id: reset and restore refuse,
+    naming that consumer's client.id and host, and change nothing; verify lists it as a member."""
+    job = base["job"].copy(tmp_path / "home")
+    before = snapshot(job)
+    history_before = len(job.history())
+    reset = cli(capsys, "reset", "--job-home", str(job.home), "--to-earliest", "--execute")
+    named = Case((), f"client.id {foreign_consumer} on host /127.0.0.1", "", recorded="reset")
+    check_refused(job, before, reset.code, reset.err, named, history_before, None)
+    assert "active member(s) that are not the job" in reset.err
+
+    restore = cli(capsys, "restore", "--job-home", str(job.home), "--savepoint", base["savepoint"])
+    check_refused(job, before, restore.code, restore.err, replace(named, recorded="restore"), history_before + 1,
+                  None)
+
+    verified = cli(capsys, "verify", "--job-home", str(job.home), "--json")
+    described = verified.json()["group_description"]
+    assert described["state"] == "Stable" and described["protocol"] == foreign_consumer.split("-")[1]
+    assert [(m["client_id"], m["host"]) for m in described["members"]] == [(foreign_consumer, "/127.0.0.1")]
+    assert sorted(described["members"][0]["assignment"]) == [f"{base['topic']}:0", f"{base['topic']}:1"]
+    text = cli(capsys, "verify", "--job-home", str(job.home)).out
+    assert f"client.id {foreign_consumer} on host /127.0.0.1" in text and "1 member(s)" in text, text
+
+
+def test_verify_shows_a_group_without_members(capsys, base, tmp_path):
+    job = base["job"].copy(tmp_path / "home")
+    verified = cli(capsys, "verify", "--job-home", str(job.home), "--json")
+    assert verified.code == 0, verified.err
+    described = verified.json()["group_description"]
+    # The protocol is the last member's: a group a KIP-848 consumer used stays a "consumer" group when it leaves.
+    assert (described["group"], described["state"], described["members"]) == (job.group, "Empty", [])
+    assert f"group {job.group}: Empty ({described['protocol']} protocol), 0 member(s)" in cli(
+        capsys, "verify", "--job-home", str(job.home)).out
 
 
 def test_every_case_names_a_reason():

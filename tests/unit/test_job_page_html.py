@@ -88,3 +88,17 @@ def test_the_json_api_keeps_the_exact_value():
     page("Stream jobs", [view], tz=ZoneInfo("Europe/Amsterdam"), now=NOW)
     assert view["savepoints"][0]["created_at"] == "2026-11-22T10:15:00.149272+00:00"
     assert view == TIMED
+
+
+def test_the_groups_members_are_shown_as_other_consumers():
+    """The job never joins its group: a member is someone else using its group id, named by client id and host."""
+    member = {"member_id": "m-1", "client_id": "console-<b>", "host": "/10.1.4.7", "group_instance_id": None,
+              "assignment": ["orders:0", "orders:1"]}
+    busy = page("Stream jobs", [{**VIEW, "group": {"group": "g", "state": "Stable", "protocol": "consumer",
+                                                   "members": [member]}}])
+    for seen in ("Consumer group members", "Stable (consumer protocol)", "console-&lt;b&gt;", "/10.1.4.7",
+                 "orders:0, orders:1", "reset or restore is refused"):
+        assert seen in busy, seen
+    free = page("Stream jobs", [{**VIEW, "group": {"group": "g", "state": "Empty", "protocol": "classic",
+                                                   "members": []}}])
+    assert "no other consumer uses it" in free and "Client id" not in free

@@ -29,7 +29,9 @@ WALKED = ("ops", "core")
 #: (module, function, error class) -> (how many raises without a setting, why no setting gets the user out).
 NO_SETTING = {
     ("ops/guard.py", "ensure_not_running", "JobStateError"):
-        (2, "the job runs or a consumer is active in its group: stopping it is an operation, not a setting"),
+        (1, "the job runs: stopping it is an operation, not a setting"),
+    ("ops/guard.py", "ensure_group_unused", "JobStateError"):
+        (2, "another consumer is a member of the job's group: stopping it is for its owner, not a setting"),
     ("ops/reset.py", "_preflight", "JobStateError"):
         (1, "a batch in flight: the job must run it and stop gracefully first"),
     ("ops/savepoints.py", "create_locked", "JobStateError"):
