@@ -203,6 +203,10 @@ class SourceOptions:
         return self.kafka["bootstrap.servers"]
 
 
+#: Kafka's isolation levels: read to the high watermark, or to the last stable offset skipping aborted records.
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Validate the options given to ``readStream.format("kafka_stream")``; raise InvalidInputError naming the fix."""
     opts = {str(key).lower(): value for key, value in options.items()}
@@ -278,6 +282,11 @@ def _kafka_options(opts: Mapping[str, str]) -> dict[str, str]:
         raise InvalidInputError(
             'option kafka.bootstrap.servers is required: .option("kafka.bootstrap.servers", "host1:9092,host2:9092")'
         )
+    level = kafka.get("isolation.level")
+    if level is not None and level.strip().lower() not in ISOLATION_LEVELS:
+        # Planning would fall back to read_uncommitted while the reading consumer refused the value.
+        raise InvalidInputError(f"option kafka.isolation.level must be read_uncommitted (the default) or "
+                                f"read_committed, got {level!r}")
     return kafka
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import IsolationLevel
 
+from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.metadata import isolation_level
 from airflow_kafka_stream.source.arrow_rows import consumer_config
 from airflow_kafka_stream.source.source_options import parse_source_options
@@ -25,3 +26,9 @@ def test_planner_and_reader_use_the_same_isolation_level(given, planned, read):
     client = {"bootstrap.servers": options.bootstrap_servers, **options.kafka}  # what the planner is given
     assert isolation_level(client) == planned
     assert consumer_config(options)["isolation.level"] == read
+
+
+@pytest.mark.parametrize("level", ["read-committed", "committed", ""])
+def test_an_isolation_level_kafka_lacks_is_refused_naming_both(level):
+    with pytest.raises(InvalidInputError, match="kafka.isolation.level must be read_uncommitted .* or read_committed"):
+        parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.isolation.level": level})
