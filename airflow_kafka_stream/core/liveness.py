@@ -160,7 +160,7 @@ def shown_state(status: Mapping[str, Any] | None, found: Liveness, gave_up: str 
     if not status:  # 1
         return ShownState(NOT_STARTED, None, found.reason)
     if gave_up and not found.alive:  # 2
-        return ShownState(GAVE_UP, recorded_text, f"recovery gave up: {gave_up}")
+        return ShownState(GAVE_UP, recorded_text, gave_up)
     if found.lost:  # 3
         return ShownState(DEAD, recorded_text, found.reason)
     return ShownState(recorded_text or "UNKNOWN", recorded_text, found.reason)  # 4

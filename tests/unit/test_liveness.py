@@ -51,11 +51,11 @@ def test_liveness(case, doc, gone, expected, why):
 SHOWN = [
     # id, status, processes gone, give-up reason, shown, recorded, words in the reason, why
     ("1-no-status", None, None, None, "NOT_STARTED", None, "never reported", "nothing to show but that"),
-    ("2-gave-up-after-kill", status(beat_age=1), True, "restarted 3 time(s)", "GAVE_UP", "RUNNING",
-     "recovery gave up: restarted 3", "a driver gone after recovery gave up: not RUNNING, and nothing restarts it"),
-    ("2-gave-up-on-failed", status("FAILED"), None, "restarted 3 time(s)", "GAVE_UP", "FAILED", "recovery gave up",
+    ("2-gave-up-after-kill", status(beat_age=1), True, "gave up: 3 restart(s)", "GAVE_UP", "RUNNING",
+     "gave up: 3 restart(s)", "a driver gone after recovery gave up: not RUNNING, and nothing restarts it"),
+    ("2-gave-up-on-failed", status("FAILED"), None, "gave up: 3 restart(s)", "GAVE_UP", "FAILED", "gave up: 3",
      "the run failed and recovery gave up on it: the give-up is what matters now"),
-    ("2-alive-again", status(beat_age=1), False, "restarted 3 time(s)", "RUNNING", "RUNNING", "is RUNNING",
+    ("2-alive-again", status(beat_age=1), False, "gave up: 3 restart(s)", "RUNNING", "RUNNING", "is RUNNING",
      "a driver that lives is shown as it is, whatever was given up before"),
     ("3-dead-right-after-kill", status(beat_age=1), True, None, "DEAD", "RUNNING", "no longer exist",
      "kill -9 on this host: DEAD at once, with a 1 s old heartbeat (the job page said RUNNING)"),

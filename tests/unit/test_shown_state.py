@@ -54,7 +54,7 @@ def test_a_killed_driver_is_dead_at_once_everywhere(tmp_path, capsys):
 
 def test_a_run_recovery_gave_up_on_reads_gave_up_with_the_reason(tmp_path, capsys):
     home = killed_driver_home(tmp_path)
-    reason = "the driver is gone; it was restarted 3 time(s) in the last 600s, the limit"
+    reason = "the driver is gone; gave up: 3 restart(s) in the last 600s (2 by the supervisor, 1 by the watchdog)"
     with recorded_operation(home, "watchdog-give-up", {"reason": reason}, lock=False) as record:
         record["result"], record["error"] = "failed", reason
     code, shown = status_json(capsys, home)
