@@ -9,6 +9,11 @@ in. Rules, checked in order; the first that applies decides:
 2. It has not committed ``min_batches`` batches in this run: wait, and past
    the deadline it is unhealthy (it never got going) unless it ran caught up
    (lag 0) for a whole window: with no input there is no batch to commit.
+   A run that has committed nothing yet is measured from where it started
+   (``run_position``): lag 0 then proves that nothing arrived since its
+   start. Where that start is not known, the lag is not known either (None)
+   and never counts as caught up: a drop-state generation whose first batch
+   was still running once passed as "no input" while records waited.
 3. If records waited for a whole ``window_seconds`` while it ran and no batch
    was committed, it consumes nothing: unhealthy (whether or not it reached
    ``min_batches``). Before its run's first batch the wait is
@@ -40,10 +45,13 @@ from airflow_kafka_stream.core.job_watch import Outcome, Verdict, WatchSpec, jud
 
 @dataclass(frozen=True)
 class LagSample:
-    """One look at the job: when, its total lag, and how many batches its run had committed."""
+    """One look at the job: when, its total lag, and how many batches its run had committed.
+
+    ``lag`` is None when it cannot be known (no batch of this run and no known start): never caught up.
+    """
 
     at: datetime
-    lag: int
+    lag: int | None
     batches: int
 
 
@@ -82,6 +90,27 @@ def total_lag(last_offsets: Mapping[str, Mapping[str, int]] | None, highs: Mappi
     return lag
 
 
+def run_position(last_offsets: Mapping[str, Mapping[str, Any]] | None, start_offsets: Any
+                 ) -> Mapping[str, Mapping[str, Any]] | None:
+    """The offsets a run's lag is measured from: its own last commit, else the offsets it started at (a run
+    that has committed nothing has read nothing past them); None when neither is known.
+
+    ``start_offsets`` as a generation records them: a rule ("latest") or a special value (-1, -2) says where
+    Kafka will start, not where it did, so it is no position.
+    """
+    if last_offsets:
+        return last_offsets
+    if not isinstance(start_offsets, Mapping) or not start_offsets:
+        return None
+    for parts in start_offsets.values():
+        if not isinstance(parts, Mapping) or not parts:
+            return None
+        for offset in parts.values():
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                return None
+    return start_offsets
+
+
 def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample], spec: HealthSpec, now: datetime,
                  deadline_passed: bool) -> Verdict:
     """Healthy (SUCCESS), unhealthy (FAILED) or not known yet (WAITING).
@@ -118,7 +147,7 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
     if len(commits) < TREND_COMMITS and not deadline_passed:
         return Verdict(Outcome.WAITING, f"running; {len(commits)} batch commit(s) seen in the window, waiting for "
                                         f"{TREND_COMMITS} to judge the lag's trend")
-    lags = [sample.lag for sample in commits]
+    lags = [sample.lag for sample in commits if sample.lag is not None]
     rising = all(after > before for before, after in itertools.pairwise(lags))
     if len(lags) >= TREND_COMMITS and rising and lags[-1] > spec.lag_tolerance:
         return Verdict(Outcome.FAILED, f"lag grew at every one of {len(lags)} batch commits, from {lags[0]} to "
@@ -162,7 +191,7 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
     wait = spec.window_seconds if first.batches > 0 else max(spec.window_seconds, spec.startup_seconds)
     if (last.at - first.at).total_seconds() < max(wait, 1.0):
         return None
-    if first.lag > 0 and last.batches <= first.batches:
+    if first.lag is not None and first.lag > 0 and last.batches <= first.batches:
         return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in "
                                        f"{(last.at - first.at).total_seconds():.0f}s while {first.lag} record(s) "
                                        "wait: it consumes nothing")

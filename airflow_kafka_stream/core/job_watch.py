@@ -42,6 +42,7 @@ from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat h
     heartbeat_limit,
     is_stale,
     liveness,
+    shown_state,
 )
 
 STARTING, RUNNING, DRAINING, STOPPED, FAILED = (JobState.STARTING, JobState.RUNNING, JobState.DRAINING,
@@ -96,12 +97,21 @@ class WatchSpec:
         return cls(frozenset(JobState(s) for s in states), min_batches, newer_than, float(max_heartbeat_age))
 
 
-def summary(status: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """The few status fields a task log or XCom shows (no secrets are ever in a status)."""
+def summary(status: Mapping[str, Any] | None, now: datetime, processes_gone: bool | None = None,
+            gave_up: str | None = None) -> dict[str, Any]:
+    """The few status fields a task log or XCom shows (no secrets are ever in a status).
+
+    ``state`` is the one shown state (``core.liveness.shown_state``: DEAD for a driver gone without saying so,
+    GAVE_UP once recovery gave up); ``recorded_state`` is what the driver wrote. ``processes_gone`` and
+    ``gave_up`` as the caller observed them (see ``core.liveness``).
+    """
     if not status:
         return {"state": None}
+    shown = shown_state(status, liveness(status, now=now, processes_gone=processes_gone), gave_up)
     return {
-        "state": status.get("state"),
+        "state": shown.state,
+        "recorded_state": status.get("state"),
+        "state_reason": shown.reason,
         "application_id": status.get("application_id"),
         "generation": status.get("generation"),
         "last_batch_id": status.get("last_batch_id"),

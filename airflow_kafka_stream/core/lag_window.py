@@ -8,7 +8,8 @@ fires, checked in order of severity; findings are statuses, not exceptions; the 
 
 ``window`` is a duration: the looks of the last two windows are kept (at most :data:`MAX_LOOKS`), so STOP
 can see an offset that stood for longer than one. A move of the group caused by a recorded reset or restore
-(``resets``, the times of those history records) is not a rewind.
+(``resets``: the times and targets of those history records) is not a rewind; a move back past the targets
+that record set is one, even in the same window.
 """
 
 from __future__ import annotations
@@ -122,13 +123,33 @@ class Track:
 
 
 @dataclass(frozen=True)
+class RecordedMove:
+    """A recorded reset or restore: when it ran, and the offsets it set per partition (None when its record
+    names none: a record of a failed operation, or one written before targets were recorded)."""
+
+    started: datetime
+    finished: datetime
+    targets: Mapping[TopicPartition, int] | None = None
+
+    def target(self, partition: TopicPartition) -> int | None:
+        return None if self.targets is None else self.targets.get(partition)
+
+    def explains(self, partition: TopicPartition, moved_to: int) -> bool:
+        """Whether it can have moved ``partition`` back to ``moved_to``: to its own target, or above it (the job
+        committed forward from there before the look). A record with no targets is taken at its word."""
+        if self.targets is None:
+            return True
+        target = self.targets.get(partition)
+        return target is not None and moved_to >= target
+
+
+@dataclass(frozen=True)
 class Clock:
-    """What the rules need besides the looks, passed in: now, the window, and the recorded resets/restores as
-    (started, finished) times."""
+    """What the rules need besides the looks, passed in: now, the window, and the recorded resets/restores."""
 
     now: datetime
     window: timedelta
-    resets: tuple[tuple[datetime, datetime], ...] = ()
+    resets: tuple[RecordedMove, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,7 +162,8 @@ Rule = Callable[[Track, Clock], Finding | None]
 
 
 # 1. REWIND: the group's offset moved backwards and no later look saw it back where it was, with no reset or
-#    restore recorded between the look that last saw it move forward to there and the look that saw it move back.
+#    restore recorded between the look that last saw it move forward to there and the look that saw it move back
+#    that set it to where it went (or lower: the job may have committed forward since).
 def rewound(track: Track, clock: Clock) -> Finding | None:
     points, newest = track.points, track.points[-1] if track.points else None
     for index, (before, after) in enumerate(pairwise(points)):
@@ -151,11 +173,16 @@ def rewound(track: Track, clock: Clock) -> Finding | None:
             continue  # it came back (a later move down is judged on its own)
         since = track.stood_since(index)
         after_time = points[since - 1].at if since > 0 else points[0].at - clock.window
-        if any(started <= after.at and finished > after_time for started, finished in clock.resets):
+        meanwhile = [move for move in clock.resets if move.started <= after.at and move.finished > after_time]
+        if any(move.explains(track.partition, after.offset) for move in meanwhile):
             continue
+        targets = sorted({t for move in meanwhile
+                          if (t := move.target(track.partition)) is not None and t < before.offset})
+        why = (f"the reset or restore recorded meanwhile set it to {' or '.join(map(str, targets))}, not lower"
+               if targets else "with no reset or restore recorded")
         return Finding(
             f"group offset moved back from {before.offset} to {after.offset} between {before.at.isoformat()} "
-            f"and {after.at.isoformat()} and is at {newest.offset} now, with no reset or restore recorded: "
+            f"and {after.at.isoformat()} and is at {newest.offset} now, {why}: "
             "something else committed to the group (another consumer, a tool); align it with an executed "
             "reset to-current",
             {"from_offset": before.offset, "to_offset": after.offset, "now_offset": newest.offset,
@@ -273,8 +300,9 @@ def evaluate_window(looks: Sequence[Look], clock: Clock) -> WindowVerdict:
     return WindowVerdict(tuple(findings), len(looks), since, clock.window)
 
 
-def resets_of(records: Iterable[Mapping[str, Any]]) -> tuple[tuple[datetime, datetime], ...]:
-    """(started, finished) of the history's resets and restores that may have moved the group (not refused)."""
+def resets_of(records: Iterable[Mapping[str, Any]]) -> tuple[RecordedMove, ...]:
+    """The history's resets and restores that may have moved the group (not refused), with their targets: a
+    reset's ``targets``, a restore's savepoint offsets (where the job resumes and commits from)."""
     found = []
     for record in records:
         if record.get("operation") not in ("reset", "restore") or record.get("result") == "refused":
@@ -284,8 +312,25 @@ def resets_of(records: Iterable[Mapping[str, Any]]) -> tuple[tuple[datetime, dat
             finished = datetime.fromisoformat(str(record.get("finished_at") or record.get("started_at")))
         except ValueError:
             continue
-        found.append((started, finished))
+        found.append(RecordedMove(started, finished, _targets(record)))
     return tuple(found)
+
+
+def _targets(record: Mapping[str, Any]) -> dict[TopicPartition, int] | None:
+    """The offsets a reset or restore record says it set; None when it names none (or not readably)."""
+    after = record.get("after")
+    if not isinstance(after, Mapping):
+        return None
+    savepoint = after.get("savepoint")
+    nested = after.get("targets") if record.get("operation") == "reset" else (
+        savepoint.get("offsets") if isinstance(savepoint, Mapping) else None)
+    if not isinstance(nested, Mapping):
+        return None
+    try:
+        return {TopicPartition(str(topic), int(part)): int(offset) for topic, parts in nested.items()
+                for part, offset in parts.items()}
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _seconds(delta: timedelta) -> str:

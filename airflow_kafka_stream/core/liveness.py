@@ -19,6 +19,13 @@ first that applies decides:
    rule alone, since its pids mean nothing here.
 5. Otherwise alive.
 
+What a front end shows (``status``, the job page, XCom) is one state derived from
+these rules, :func:`shown_state`: the recorded state while the driver lives or
+after it ended and said so; DEAD for an active state the driver can no longer be
+in (a watchdog or supervisor may still restart it); GAVE_UP once recovery gave up
+on this run (its restart limit), with the reason. The recorded state stays
+available beside it (``recorded_state``).
+
 Times in a status come from the driver's clock; a reader on another host allows
 the skew the job declares (``clock_skew_seconds``), so a heartbeat from the
 future counts as fresh.
@@ -123,3 +130,37 @@ def liveness(status: Mapping[str, Any] | None, *, now: datetime | float, process
         return Liveness(Life.STALE, f"the driver is gone: state {state} but no heartbeat for "
                                     f"{'ever' if age is None else f'{age:.0f}s'}", age)
     return Liveness(Life.ALIVE, f"the job is {state}", age)  # 5
+
+
+#: Shown states beside the recorded ones (``core.job_state``): no status yet, a driver gone without saying so,
+#: and a run whose recovery (the watchdog or the supervisor) gave up.
+NOT_STARTED, DEAD, GAVE_UP = "NOT_STARTED", "DEAD", "GAVE_UP"
+
+
+@dataclass(frozen=True)
+class ShownState:
+    """The one state every front end shows, the state the driver last wrote (None: no status), and why."""
+
+    state: str
+    recorded: str | None
+    reason: str
+
+
+def shown_state(status: Mapping[str, Any] | None, found: Liveness, gave_up: str | None = None) -> ShownState:
+    """The state to show for ``status``, judged ``found`` by :func:`liveness`. Rules, in order:
+
+    1. No status: NOT_STARTED.
+    2. Not alive, and recovery gave up on this run (``gave_up``: the give-up's reason, the caller reads it
+       from the history): GAVE_UP. Nothing will restart it; a driver that says RUNNING says so no longer.
+    3. An active state the driver can no longer be in (``found.lost``): DEAD; recovery may still act.
+    4. Otherwise what the driver wrote: alive (STARTING, RUNNING, DRAINING) or ended and said so.
+    """
+    recorded = None if not status else status.get("state")
+    recorded_text = None if recorded is None else str(recorded)
+    if not status:  # 1
+        return ShownState(NOT_STARTED, None, found.reason)
+    if gave_up and not found.alive:  # 2
+        return ShownState(GAVE_UP, recorded_text, gave_up)
+    if found.lost:  # 3
+        return ShownState(DEAD, recorded_text, found.reason)
+    return ShownState(recorded_text or "UNKNOWN", recorded_text, found.reason)  # 4

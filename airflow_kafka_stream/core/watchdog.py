@@ -16,7 +16,10 @@ in order; the first that applies decides:
    shrink): it needs a restart. Otherwise it is fine.
 5. It was restarted ``max_restarts`` times within ``window_seconds``: a crash
    loop (a record that kills every batch, a broken deploy). Give up, loudly,
-   with the driver's last error; restarting again would only repeat it.
+   with the driver's last error; restarting again would only repeat it. The
+   scheduled watchdog and the event-driven supervisor share this one budget
+   (either restarts the same job; two budgets would double the restarts of a
+   crash loop), so the give-up counts and names both.
 6. The last restart was less than the backoff ago (``backoff_seconds``,
    doubling with every restart in the window): wait for a later run.
 7. Restart it (a stuck driver is stopped at once first).
@@ -58,6 +61,28 @@ class Policy:
             raise ValueError(f"backoff_seconds must be >= 0, got {self.backoff_seconds!r}")
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 1:
             raise ValueError(f"max_restarts must be a whole number >= 1, got {self.max_restarts!r}")
+
+
+#: Who restarts a job: the scheduled watchdog, or the event-driven supervisor (``StreamSupervisorOperator``).
+WATCHDOG, SUPERVISOR = "watchdog", "supervisor"
+RESTARTERS = (WATCHDOG, SUPERVISOR)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One restart of the job: when, and by whom (one of :data:`RESTARTERS`; None when its record does not say)."""
+
+    at: datetime
+    by: str | None = None
+
+
+def count_by_restarter(restarts: Sequence[Restart]) -> str:
+    """``2 by the supervisor, 1 by the watchdog``: who used the shared budget, the most first."""
+    counts: dict[str | None, int] = {}
+    for restart in restarts:
+        counts[restart.by] = counts.get(restart.by, 0) + 1
+    named = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+    return ", ".join(f"{n} by the {who}" if who else f"{n} not recorded by whom" for who, n in named)
 
 
 @dataclass(frozen=True)
@@ -114,7 +139,7 @@ def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, polic
     return None
 
 
-def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: Sequence[datetime],
+def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: Sequence[Restart],
            previous: Progress | None, lag: int | None, now: datetime, policy: Policy,
            processes_gone: bool | None = None, starting: str | None = None) -> Decision:
     """Apply the rules in order (see the module docstring).
@@ -137,14 +162,17 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
         return Decision(Action.NOTHING, f"the job is {status.get('state')} (last batch "
                                         f"{status.get('last_batch_id')}, lag {lag})", progress)
     why = dead or stuck
-    recent = sorted(at for at in restarts if (now - at).total_seconds() <= policy.window_seconds)
+    recent = sorted((r for r in restarts if (now - r.at).total_seconds() <= policy.window_seconds),
+                    key=lambda r: r.at)
     if len(recent) >= policy.max_restarts:  # 5
-        return Decision(Action.GIVE_UP, f"{why}; it was restarted {len(recent)} time(s) in the last "
-                                        f"{policy.window_seconds:.0f}s, the limit: a crash loop, not restarting it "
-                                        f"again. Last error: {status.get('error') or 'none recorded'}", progress)
+        return Decision(Action.GIVE_UP, f"{why}; gave up: {len(recent)} restart(s) in the last "
+                                        f"{policy.window_seconds:.0f}s ({count_by_restarter(recent)}), the limit of "
+                                        f"{policy.max_restarts} the supervisor and the watchdog share: a crash loop, "
+                                        "not restarting it again. Last error: "
+                                        f"{status.get('error') or 'none recorded'}", progress)
     if recent:  # 6
         backoff = policy.backoff_seconds * 2 ** (len(recent) - 1)
-        since = (now - recent[-1]).total_seconds()
+        since = (now - recent[-1].at).total_seconds()
         if since < backoff:
             return Decision(Action.WAIT_BACKOFF, f"{why}; restarted {since:.0f}s ago, next restart after "
                                                  f"{backoff:.0f}s", progress)

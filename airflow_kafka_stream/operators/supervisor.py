@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
+from airflow_kafka_stream.core.watchdog import SUPERVISOR
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.operators.watchdog import StreamWatchdogOperator
 from airflow_kafka_stream.triggers.supervisor import DUE, ERROR, STOPPED, StreamJobLivenessTrigger
@@ -20,12 +21,15 @@ class StreamSupervisorOperator(StreamWatchdogOperator):
     restart budget and backoff allow a restart, or a crash loop is to be given up on. The task then resumes,
     runs one pass of the watchdog (``ops.watchdog.watch``: the same decision, the restart, the history record)
     and defers again. It ends when the job is stopped on purpose (a stop requested, or STOPPED), and fails
-    when the watchdog gives up. A stuck job (alive, no progress) is left to the scheduled watchdog.
+    when it gives up. Its restarts and a scheduled watchdog's share one budget (``max_restarts`` within
+    ``window_seconds``): each restart is recorded with who made it, and the give-up counts both. A stuck job (alive, no progress) is left to the scheduled watchdog.
 
     Takes the arguments of :class:`StreamWatchdogOperator`, and:
 
     :param poll_seconds: how often the trigger looks at the job (a crash costs up to this much more).
     """
+
+    restarter = SUPERVISOR
 
     def __init__(self, *, poll_seconds: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_kafka_stream.core.watchdog import Policy
+from airflow_kafka_stream.core.watchdog import WATCHDOG, Policy
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
@@ -19,7 +19,8 @@ class StreamWatchdogOperator(BaseOperator):
     """Restart the job when it is dead (FAILED, driver gone) or stuck (running, no batch committed for
     ``stuck_after_seconds`` while records wait), as it was last submitted, with a backoff that doubles per
     restart; give up (fail loudly, with the driver's last error) after ``max_restarts`` restarts within
-    ``window_seconds``. A job stopped on purpose (STOPPED, or a stop requested) is never restarted. Every
+    ``window_seconds``, counting the supervisor's restarts of the job too (one budget; the give-up names
+    how many each made). A job stopped on purpose (STOPPED, or a stop requested) is never restarted. Every
     restart is a history record. XCom: what the watchdog saw and did.
 
     Restarting needs the version's recorded submission: submit the job with ``StreamSubmitOperator`` first.
@@ -42,6 +43,8 @@ class StreamWatchdogOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("job_home", "max_lag_seconds", "for_seconds")
     operator_extra_links = (StreamJobPageLink(),)
+    #: Who its restarts are recorded as: the restart budget is one for the watchdog and the supervisor.
+    restarter = WATCHDOG
 
     def __init__(self, *, job_home: str, stuck_after_seconds: float = 600.0, max_restarts: int = 3,
                  window_seconds: float = 3600.0, backoff_seconds: float = 30.0, max_heartbeat_age: float = 30.0,
@@ -73,7 +76,7 @@ class StreamWatchdogOperator(BaseOperator):
         launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id or self._recorded_conn(home),
                                         hook.driver_kafka_config(), hook.storage_options())
         # ops.watchdog.watch logs the decision (once: the task log gets that line).
-        result = watch(home, kafka, self.policy, launcher)
+        result = watch(home, kafka, self.policy, launcher, restarter=self.restarter)
         if result.restarted is not None:
             from airflow_kafka_stream.operators import stream_stats
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEFAULT_AGE
-from airflow_kafka_stream.core.liveness import Liveness
+from airflow_kafka_stream.core.liveness import Liveness, ShownState, shown_state
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
@@ -34,6 +34,42 @@ def job_liveness(home: JobHome, now: datetime | None = None,
 
     status = home.status()
     return observe_liveness(status, now or utc_now(), max_age), status
+
+
+#: The history record of a watchdog's or supervisor's give-up (``ops.watchdog``).
+GIVE_UP_OPERATION = "watchdog-give-up"
+
+
+def job_shown_state(home: JobHome, now: datetime | None = None, max_age: float = DEFAULT_MAX_HEARTBEAT_AGE
+                    ) -> tuple[ShownState, Liveness, dict | None]:
+    """The one state every front end shows (``core.liveness.shown_state``), the liveness it came from, and the
+    status read."""
+    found, status = job_liveness(home, now, max_age)
+    return shown_state(status, found, None if found.alive else gave_up_on(home, status)), found, status
+
+
+def gave_up_on(home: JobHome, status: dict | None) -> str | None:
+    """Why recovery gave up on the run ``status`` describes: the newest give-up recorded after that run started;
+    None when there is none (a later submit starts a new run, which no give-up is about yet)."""
+    document = StatusDocument.parse(status)
+    started = document.started_at if document is not None else None
+    if started is None:
+        return None
+    reason = None
+    for record in home.history():
+        if record.get("operation") != GIVE_UP_OPERATION:
+            continue
+        try:
+            when = datetime.fromisoformat(str(record.get("started_at")))
+        except ValueError:
+            continue
+        try:
+            after_start = when >= started
+        except TypeError:  # a time without a zone, written by hand: it cannot be placed
+            continue
+        if after_start:
+            reason = str(record.get("error") or (record.get("args") or {}).get("reason") or "no reason recorded")
+    return reason
 
 
 def job_is_running(home: JobHome, now: datetime | None = None,

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, judge_started, total_lag
+from airflow_kafka_stream.core.health import (
+    HealthSpec,
+    LagSample,
+    judge_health,
+    judge_started,
+    run_position,
+    total_lag,
+)
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Outcome, summary
 from airflow_kafka_stream.core.status_document import StatusDocument
@@ -48,6 +55,23 @@ def job_lag(kafka_config: Mapping[str, Any] | None, status: Mapping[str, Any] | 
         return None
 
 
+def started_at(home: JobHome, document: StatusDocument) -> Any:
+    """Where the run ``document`` describes started, for one that has committed no batch yet: its checkpoint's
+    last committed offsets (a restart resumes there), else the start offsets of its generation (a fresh one,
+    such as a drop-state generation seeded at a savepoint's offsets); None when neither is known."""
+    from airflow_kafka_stream.checkpoint.reader import read_started_position
+    from airflow_kafka_stream.core.offsets import to_nested
+
+    if document.checkpoint:
+        position = read_started_position(document.checkpoint, home.storage_options)
+        committed = position.committed_kafka_offsets() if position is not None else None
+        if committed:
+            return to_nested(committed)
+    if document.generation is None:
+        return None
+    return home.generation_start_offsets(document.generation)
+
+
 class HealthLook:
     """The health gate's look: each call reads the status and, while this run is RUNNING with a fresh
     heartbeat, takes a lag sample; the samples are kept across looks (the gate judges their trend).
@@ -66,9 +90,11 @@ class HealthLook:
         status, now = self.home.status(), datetime.now(UTC)
         document = StatusDocument.parse(status)
         if document and document.state is JobState.RUNNING and judge_started(status, self.spec, now):
-            offsets = document.last_offsets or {}
-            self.samples.append(LagSample(now, total_lag(offsets, partition_highs(self.kafka_config, offsets)),
-                                          document.batches_this_run or 0))
+            # Before this run's first batch its lag counts from where it started: lag 0 must prove no input.
+            offsets = run_position(document.last_offsets, None if document.last_offsets
+                                   else started_at(self.home, document))
+            lag = None if offsets is None else total_lag(offsets, partition_highs(self.kafka_config, offsets))
+            self.samples.append(LagSample(now, lag, document.batches_this_run or 0))
             self.time_lags.append(document.time_lag.max_seconds if document.time_lag is not None else None)
         verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
         state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)

@@ -84,12 +84,13 @@ def repair(ctx: JobContext) -> RepairResult:
 def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
     """The job's state as its driver last reported it, and whether it still runs (reads only; no lock)."""
     from airflow_kafka_stream.core.status_document import StatusDocument, written_state
-    from airflow_kafka_stream.ops.guard import job_is_running
+    from airflow_kafka_stream.ops.guard import job_shown_state
     from airflow_kafka_stream.ops.standby import live_standby
 
     home.require()
     now = now or datetime.now(UTC)
-    running, raw = job_is_running(home, now)
+    shown, found, raw = job_shown_state(home, now)
+    running = found.alive
     status = StatusDocument.of(raw)
     spec = home.spec()
     age = status.heartbeat_age(now) if status else None
@@ -98,7 +99,7 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
     return JobStatus(
         job_home=home.url,
         job=spec.get("job") or home.url.rstrip("/").rsplit("/", 1)[-1],
-        state=written_state(status),
+        state=shown.state if status is not None else None,
         running=running,
         driver_lost=bool(status and status.is_live) and not running,
         app_version=spec.get("version"),
@@ -117,4 +118,6 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
         if standby else None,
         time_lag=status.time_lag if status else None,
         metrics=(raw or {}).get("metrics") if status is not None and status.metrics is not None else None,
+        recorded_state=written_state(status),
+        state_reason=shown.reason if status is not None else None,
     )

@@ -191,7 +191,9 @@ class JobStatus:
 
     job_home: str
     job: str
-    #: The state the job last reported (STARTING, RUNNING, DRAINING, STOPPED, FAILED), None before any.
+    #: The one state every front end shows (``core.liveness.shown_state``): what the driver reported (STARTING,
+    #: RUNNING, DRAINING, STOPPED, FAILED) while it lives or after it ended and said so; DEAD when its driver is
+    #: gone without saying so; GAVE_UP once recovery gave up on it; NOT_STARTED before any status.
     state: str | None
     #: Whether it runs: an active state, a fresh heartbeat, and a driver not known to be gone.
     running: bool
@@ -217,6 +219,10 @@ class JobStatus:
     time_lag: TimeLag | None = None
     #: The driver's metrics export (status ``metrics``: exporters, failing, last_error, prometheus_port); None: off.
     metrics: dict[str, Any] | None = None
+    #: The state the driver last wrote, as it wrote it (None before any status).
+    recorded_state: str | None = None
+    #: Why ``state`` is what it is (the liveness rule's finding, or recovery's give-up).
+    state_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         found = asdict(self)

@@ -48,11 +48,11 @@ def look_job(home: JobHome, spec: WatchSpec, driver_pid: int | None = None, driv
         verdict = judge(status, spec, now, driver_gone(status))
         if not verdict.done:
             newer = spec.newer_than.isoformat() if spec.newer_than else None
-            return {"status": FAILED, "job": summary(status, now), "message": (
+            return {"status": FAILED, "job": summary(status, now, driver_gone(status)), "message": (
                 f"the driver process (pid {driver_pid}) exited before the job reported "
                 f"{'/'.join(sorted(spec.target_states))}; {status_shows(status, newer)}")}
     state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
-    return {"status": state, "message": verdict.message, "job": summary(status, now)}
+    return {"status": state, "message": verdict.message, "job": summary(status, now, driver_gone(status))}
 
 
 def status_shows(status: Mapping[str, Any] | StatusDocument | None, newer_than: str | None) -> str:

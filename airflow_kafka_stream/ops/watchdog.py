@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.status_document import StatusDocument
-from airflow_kafka_stream.core.watchdog import Action, Decision, Policy, Progress, decide
+from airflow_kafka_stream.core.watchdog import RESTARTERS, WATCHDOG, Action, Decision, Policy, Progress, Restart, decide
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
+from airflow_kafka_stream.ops.guard import GIVE_UP_OPERATION
 from airflow_kafka_stream.ops.health import job_lag
 from airflow_kafka_stream.ops.launcher import Launcher
 from airflow_kafka_stream.ops.results import WatchdogResult
@@ -37,9 +38,10 @@ CAUSE = "watchdog"
 DELIBERATE = ("submit", "stop", "restore", "reset")
 
 
-def restarts_in_history(home: JobHome) -> list[datetime]:
-    """When the watchdog restarted the job since the last deliberate operation (successful restarts only)."""
-    found: list[datetime] = []
+def restarts_in_history(home: JobHome) -> list[Restart]:
+    """When, and by whom (the watchdog or the supervisor), the job was restarted since the last deliberate
+    operation (successful restarts only): the one budget both use."""
+    found: list[Restart] = []
     for record in home.history():
         args = record.get("args") or {}
         if record.get("operation") in DELIBERATE and record.get("result") == "ok" and args.get("cause") != CAUSE:
@@ -48,7 +50,7 @@ def restarts_in_history(home: JobHome) -> list[datetime]:
             continue
         if record.get("operation") == RESTART_OPERATION and record.get("result") == "ok":
             try:
-                found.append(datetime.fromisoformat(record["started_at"]))
+                found.append(Restart(datetime.fromisoformat(record["started_at"]), args.get("restarter")))
             except (KeyError, ValueError):
                 continue
     return found
@@ -80,9 +82,15 @@ def assess(home: JobHome, policy: Policy, *, now: datetime | None = None, lag: i
 
 
 def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy, launcher: Launcher, *,
-          now: datetime | None = None, by: str | None = None, kill_timeout: float = 60.0) -> WatchdogResult:
+          now: datetime | None = None, by: str | None = None, kill_timeout: float = 60.0,
+          restarter: str = WATCHDOG) -> WatchdogResult:
     """One watchdog run: restart a dead or stuck job through ``launcher`` within the policy's limits, never a
-    stopped one. Raises JobStateError when it gives up on a crash loop."""
+    stopped one. Raises JobStateError when it gives up on a crash loop.
+
+    ``restarter``: who runs this pass, the watchdog or the supervisor (``core.watchdog.RESTARTERS``); each
+    restart records it, and the give-up counts the shared budget's restarts by each."""
+    if restarter not in RESTARTERS:
+        raise ValueError(f"restarter must be one of {', '.join(RESTARTERS)}, got {restarter!r}")
     now = now or datetime.now(UTC)
     status = home.status()
     lag = job_lag(kafka_config, status)
@@ -95,14 +103,15 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
     if decision.action in (Action.NOTHING, Action.WAIT_BACKOFF):
         return WatchdogResult(decision.action.value, decision.reason, lag)
     if decision.action is Action.GIVE_UP:
-        with recorded_operation(home, "watchdog-give-up", {"reason": decision.reason}, by=by, lock=False) as record:
+        with recorded_operation(home, GIVE_UP_OPERATION, {"reason": decision.reason, "restarter": restarter},
+                                by=by, lock=False) as record:
             record["result"] = "failed"
             record["error"] = decision.reason
         raise WatchdogGaveUp(f"job {home.url}: {decision.reason}")
     document = StatusDocument.parse(status)
     # The runtime does not write app_version into status.json: the version is job.json's.
     version = str((document.app_version if document else None) or home.spec().get("version") or "")
-    args = {"reason": decision.reason, "action": decision.action.value, "version": version}
+    args = {"reason": decision.reason, "action": decision.action.value, "version": version, "restarter": restarter}
     # Not under the job lock: the restart's submit takes it (and so does the new driver's start).
     with recorded_operation(home, RESTART_OPERATION, args, by=by, lock=False) as record:
         if decision.action is Action.KILL_AND_RESTART:

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.liveness import DEAD, GAVE_UP
 from airflow_kafka_stream.plugins.objective_html import objective_limit, objective_section
 from airflow_kafka_stream.plugins.state_html import savepoint_actions, state_section
 from airflow_kafka_stream.plugins.svg_plot import PlotFrame
@@ -127,9 +128,12 @@ def _cell(value: Any, num: bool = False, css: str = "") -> str:
 
 def _summary(s: dict[str, Any]) -> str:
     age = s.get("heartbeat_age_seconds")
-    state_css = "bad" if str(s.get("state", "")).split(" ")[0] in BAD_STATUSES or "no heartbeat" in str(
-        s.get("state")) else "OK" if s.get("state") == JobState.RUNNING else ""
-    rows = [("State", _cell(s.get("state"), css=state_css)),
+    state_css = "bad" if s.get("state") in BAD_STATUSES or s.get("state") in (DEAD, GAVE_UP) else (
+        "OK" if s.get("state") == JobState.RUNNING else "")
+    state = s.get("state")
+    if state in (DEAD, GAVE_UP):  # the driver's own word, and why it no longer holds
+        state = f"{state} (its last status says {s.get('recorded_state')}): {s.get('state_reason')}"
+    rows = [("State", _cell(state, css=state_css)),
             ("Application version", _cell(s.get("app_version"))),
             ("Heartbeat age", _cell(f"{age:.1f} s" if age is not None else None)),
             ("Generation", _cell(s.get("generation"))),

@@ -87,12 +87,11 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
     from airflow_kafka_stream.ops.inspect import job_status
 
     status = job_status(home, now)
-    state = status.state or "NOT STARTED"
-    if status.driver_lost:
-        state = f"{state} (no heartbeat: driver gone?)"
     return {
         "job": status.job,
-        "state": state,
+        "state": status.state or "NOT STARTED",  # the one shown state (core.liveness.shown_state)
+        "recorded_state": status.recorded_state,
+        "state_reason": status.state_reason,
         "app_version": status.app_version,
         "heartbeat_age_seconds": status.heartbeat_age_seconds,
         "generation": status.generation,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.liveness import DEAD, GAVE_UP
 from airflow_kafka_stream.core.status_document import TimeLag
 from airflow_kafka_stream.ops.results import History, JobStatus, StopResult, UnlockResult
 from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
@@ -37,9 +38,13 @@ def status_text(status: JobStatus) -> str:
     """What `status` prints: the job's state and, when it is not what it says, why."""
     if status.state is None:
         head = "NOT STARTED (no status yet)"
-    elif status.driver_lost:
-        head = (f"{status.state} but its driver is gone (heartbeat {_age(status.heartbeat_age_seconds)}): it died "
-                "without saying so; check its log before restoring or resetting")
+    elif status.state == GAVE_UP:
+        head = (f"{GAVE_UP} (its last status says {status.recorded_state}): {status.state_reason}; nothing restarts "
+                "it: check its log, then submit it again")
+    elif status.state == DEAD:
+        head = (f"{DEAD} (its last status says {status.recorded_state}, heartbeat "
+                f"{_age(status.heartbeat_age_seconds)}): {status.state_reason}; it died without saying so, a "
+                "watchdog or supervisor may restart it; check its log before restoring or resetting")
     else:
         head = f"{status.state}{' (running)' if status.running else ''}"
     commits = status.group_commits or {}
@@ -65,7 +70,7 @@ def status_text(status: JobStatus) -> str:
         lines.append(f"METRICS         export failing: {status.metrics.get('last_error')}")
     if status.read_placement:
         lines.append(f"reads batches   {status.read_placement.get('reason')}")
-    if status.stop_requested_at and JobState.parse(status.state) in (JobState.RUNNING, JobState.DRAINING):
+    if status.stop_requested_at and JobState.parse(status.recorded_state) in (JobState.RUNNING, JobState.DRAINING):
         lines.append(f"stop requested  at {status.stop_requested_at}")
     if status.standby:
         lines.append(f"standby         version {status.standby['version']} {status.standby['state']} (pid "

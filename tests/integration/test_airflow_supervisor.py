@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from airflow_kafka_stream.ops.inspect import job_status
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.conftest import ROOT
 from tests.integration.test_airflow_submit import drivers_of, kill_drivers
@@ -123,6 +124,11 @@ def test_a_killed_driver_is_restarted_by_the_supervisor_a_stopped_job_is_not_and
     assert given_up["state"] == "failed", given_up
     record = JobHome(str(home)).history()[-1]
     assert record["operation"] == "watchdog-give-up" and "crash loop" in record["error"], record
+    assert "gave up: 1 restart(s) in the last 3600s (1 by the supervisor)" in record["error"], record
     assert operations(home).count("watchdog-restart") == 2
+    assert {r["args"].get("restarter") for r in JobHome(str(home)).history()
+            if r["operation"] == "watchdog-restart"} == {"supervisor"}
+    shown = job_status(JobHome(str(home)))
+    assert (shown.state, shown.recorded_state) == ("GAVE_UP", "RUNNING"), shown
     time.sleep(5)
     assert drivers_of(home) == [], "a job given up on stays down"

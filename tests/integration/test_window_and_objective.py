@@ -1,7 +1,7 @@
 """Burrow's window rules and lag objectives against a real broker, real Spark and a real driver.
 
 - REWIND: a stopped job's group moved back by a plain consumer commit (no reset recorded); not after a
-  recorded ``reset --to-earliest``.
+  recorded ``reset --to-earliest``; again when it moves back past a recorded ``reset --shift-by``'s targets.
 - One throttled driver (a small ``maxOffsetsPerTrigger``): the objective sensor passes while it is caught up;
   with a producer faster than the job, verify's looks say WARN and the objective sensor fails with the
   partitions named; frozen (SIGSTOP) while records wait, verify says STOP.
@@ -67,6 +67,18 @@ def test_rewind_outside_a_reset_and_none_after_a_recorded_reset(spark, kafka_boo
     assert job.group_offsets() == {tp0: 0, TopicPartition(topic, 1): 0}
     assert reset.code == 0 and window_of(reset)["status"] == "OK", window_of(reset)
     assert len(JobHome(str(job.home)).lag_window()) == 5, "every CLI look was kept"
+
+    # A recorded reset excuses the move to its own targets, not a further move back in the same window.
+    assert cli(capsys, "reset", *home, "--to-latest", "--execute").code == 0
+    assert window_of(cli(capsys, "verify", *home, "--json"))["status"] == "OK"
+    assert cli(capsys, "reset", *home, "--shift-by=-3", "--execute").code == 0
+    commit_group(kafka_bootstrap, job.group, {tp0: 2})
+    past = cli(capsys, "verify", *home, "--json")
+    window = window_of(past)
+    assert past.code == 1 and (window["status"], window["rule"]) == ("REWIND", "rewound"), window
+    finding = window["findings"][0]
+    assert (finding["partition"], finding["from_offset"], finding["to_offset"]) == (0, 8, 2), finding
+    assert "set it to 5, not lower" in finding["detail"], finding
 
 
 OBJECTIVE_DAG = """

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, total_lag
+from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, run_position, total_lag
 from airflow_kafka_stream.core.job_watch import Outcome
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -73,6 +73,15 @@ CASES = [
      "whole deadline)"),
     ("caught-up-for-less-than-a-window", status(batches=2), samples((0, 40, 1), (20, 0, 2), (36, 0, 2)), False,
      Outcome.WAITING, "watching", "lag 0 for 16 s of a 30 s window: not yet"),
+    ("unknown-lag-is-not-caught-up", status(batches=0), samples((0, None, 0), (15, None, 0), (30, None, 0)), False,
+     Outcome.WAITING, "batch", "no batch yet and no known start: nothing proves that no input arrived, so a whole "
+     "window of looks is no idle job (a drop-state upgrade passed its gate so before its first batch)"),
+    ("unknown-lag-at-the-deadline", status(batches=0), samples((0, None, 0), (30, None, 0)), True, Outcome.FAILED,
+     "not healthy in time", "without a batch or a proof of no input, the deadline ends the gate unhealthy"),
+    ("input-since-the-start-before-the-first-batch", status(batches=0), samples((0, 12, 0), (15, 30, 0),
+                                                                               (30, 48, 0)),
+     False, Outcome.WAITING, "batch", "measured from the offsets the run started at, the records that arrived "
+     "wait for its slow first batch: neither caught up nor (within startup_seconds) a stall"),
     ("small-growth-tolerated", status(), samples((0, 2, 3), (15, 4, 4), (30, 5, 5)), False, Outcome.SUCCESS,
      "healthy",
      "within lag_tolerance=10, jitter of a busy topic is not growth"),
@@ -86,6 +95,23 @@ def test_judge_health(case, doc, taken, late, outcome, words, why):
     verdict = judge_health(doc, taken, spec, NOW, deadline_passed=late)
     assert verdict.outcome is outcome, why
     assert words in verdict.message, verdict.message
+
+
+POSITIONS = [
+    # id, last_offsets, start offsets, position, why
+    ("own-commit", {"t": {"0": 7}}, {"t": {"0": 3}}, {"t": {"0": 7}}, "a run that committed is measured from there"),
+    ("seeded-start", None, {"t": {"0": 3, "1": 4}}, {"t": {"0": 3, "1": 4}},
+     "no batch yet: it has read nothing past where its generation was seeded"),
+    ("empty-commit", {}, {"t": {"0": 3}}, {"t": {"0": 3}}, "an empty document is no commit"),
+    ("rule", None, "latest", None, "a rule says where Kafka will start, not where the run did"),
+    ("special-value", None, {"t": {"0": -2}}, None, "-2 (earliest) is no offset either"),
+    ("unknown", None, None, None, "nothing known: no position, so no lag"),
+]
+
+
+@pytest.mark.parametrize(("case", "last", "start", "expected", "why"), POSITIONS, ids=[c[0] for c in POSITIONS])
+def test_run_position(case, last, start, expected, why):
+    assert run_position(last, start) == expected, why
 
 
 def test_total_lag_counts_each_partition_behind_its_high_watermark():

@@ -84,7 +84,16 @@ def test_summary_holds_what_a_person_checks():
     doc = status("RUNNING", beat_age=2.04, batches=3, application_id="local-1", generation=2,
                  last_offsets={"t": {"0": 5}})
     assert summary(doc, NOW) == {
-        "state": "RUNNING", "application_id": "local-1", "generation": 2, "last_batch_id": 7,
+        "state": "RUNNING", "recorded_state": "RUNNING", "state_reason": "the job is RUNNING",
+        "application_id": "local-1", "generation": 2, "last_batch_id": 7,
         "last_offsets": {"t": {"0": 5}}, "batches_this_run": 3, "heartbeat_age_seconds": 2.0,
         "started_at": doc["started_at"], "error": None}
     assert summary(None, NOW) == {"state": None}
+
+
+def test_summary_shows_a_driver_gone_as_dead_and_a_give_up_as_such():
+    doc = status("RUNNING", beat_age=1.0, batches=3)
+    dead = summary(doc, NOW, processes_gone=True)
+    assert (dead["state"], dead["recorded_state"]) == ("DEAD", "RUNNING"), "a kill -9 right now: not RUNNING"
+    gave_up = summary(doc, NOW, processes_gone=True, gave_up="restarted 3 time(s) in the last 600s")
+    assert gave_up["state"] == "GAVE_UP" and "restarted 3 time(s)" in gave_up["state_reason"], gave_up

@@ -12,6 +12,7 @@ from airflow_kafka_stream.core.lag_window import (
     MAX_LOOKS,
     Clock,
     Look,
+    RecordedMove,
     WindowStatus,
     bound,
     evaluate_window,
@@ -85,6 +86,22 @@ CASES = [
      "rewound", "a rewind outranks a stop"),
     ("20-stop-since-the-first-look", looks((100, 200), (100, 300), step=700), (), WindowStatus.STOP, "stopped",
      "the offset stood at every look, the first 700s ago: longer than the window"),
+    ("22-rewound-past-the-reset-target", looks((100, 100), (100, 100), (83, 100)),
+     (RecordedMove(at(0.5), at(0.4), {TP: 90}),), WindowStatus.REWIND, "rewound",
+     "reset --shift-by -10 set 90; the group is at 83: the 7 more are no part of the reset (found from outside)"),
+    ("23-at-the-reset-target", looks((100, 100), (100, 100), (90, 100)), (RecordedMove(at(0.5), at(0.4), {TP: 90}),),
+     WindowStatus.OK, None, "the reset set 90 and the group is there"),
+    ("24-above-the-reset-target", looks((100, 100), (100, 100), (95, 100)), (RecordedMove(at(0.5), at(0.4), {TP: 90}),),
+     WindowStatus.OK, None, "the job committed forward from the reset's 90 before the look"),
+    ("25-rewound-after-a-look-at-the-target", looks((100, 100), (90, 100), (83, 100), step=20),
+     (RecordedMove(at(0.5), at(0.4), {TP: 90}),), WindowStatus.REWIND, "rewound",
+     "a look saw the reset's 90; the move from 90 to 83 came after, however recent the reset"),
+    ("26-reset-of-another-partition", looks((100, 100), (100, 100), (90, 100)),
+     (RecordedMove(at(0.5), at(0.4), {TopicPartition("orders", 1): 0}),), WindowStatus.REWIND, "rewound",
+     "a reset of partition 1 does not explain a move of partition 0"),
+    ("27-restore-to-its-savepoint", looks((100, 100), (100, 100), (100, 100), (64, 100)),
+     (RecordedMove(at(2.5), at(2.4), {TP: 60}),), WindowStatus.OK, None,
+     "the restored savepoint was at 60, the driver committed 64 from there"),
     ("21-no-group-offset", looks((None, 100), (None, 200)), (), WindowStatus.OK, None,
      "a partition the group never committed has no track"),
 ]
@@ -93,7 +110,8 @@ CASES = [
 @pytest.mark.parametrize(("seen", "resets", "expected", "rule", "reason"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
 def test_window_status(seen, resets, expected, rule, reason):
-    verdict = evaluate_window(seen, Clock(NOW, WINDOW, resets))
+    moves = tuple(move if isinstance(move, RecordedMove) else RecordedMove(*move) for move in resets)
+    verdict = evaluate_window(seen, Clock(NOW, WINDOW, moves))
     assert verdict.status is expected, f"{reason}: got {verdict.status} {verdict.to_dict()}"
     assert verdict.rule == rule, reason
     assert verdict.looks == len(seen)
@@ -161,10 +179,22 @@ def test_the_window_is_bounded():
 
 def test_resets_are_read_from_the_history():
     records = [
-        {"operation": "reset", "result": "ok", "started_at": at(3).isoformat(), "finished_at": at(2).isoformat()},
-        {"operation": "restore", "result": "failed", "started_at": at(1).isoformat()},
+        {"operation": "reset", "result": "ok", "started_at": at(3).isoformat(), "finished_at": at(2).isoformat(),
+         "after": {"targets": {"orders": {"0": 90, "1": 7}}}},
+        {"operation": "restore", "result": "failed", "started_at": at(1).isoformat(), "after": None},
+        {"operation": "restore", "result": "ok", "started_at": at(1).isoformat(),
+         "after": {"savepoint": {"offsets": {"orders": {"0": 60}}}}},
         {"operation": "reset", "result": "refused", "started_at": at(1).isoformat()},
         {"operation": "stop", "result": "ok", "started_at": at(1).isoformat()},
         {"operation": "reset", "result": "ok", "started_at": "not a time"},
     ]
-    assert resets_of(records) == ((at(3), at(2)), (at(1), at(1)))
+    assert resets_of(records) == (
+        RecordedMove(at(3), at(2), {TP: 90, TopicPartition("orders", 1): 7}),
+        RecordedMove(at(1), at(1), None),
+        RecordedMove(at(1), at(1), {TP: 60}))
+
+
+def test_a_rewind_past_a_reset_says_what_the_reset_set():
+    found = evaluate_window(looks((100, 100), (100, 100), (83, 100)),
+                            Clock(NOW, WINDOW, (RecordedMove(at(0.5), at(0.4), {TP: 90}),))).findings[0]
+    assert "the reset or restore recorded meanwhile set it to 90, not lower" in found.detail, found.detail

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kafka_stream.core.liveness import Life, liveness
+from airflow_kafka_stream.core.liveness import Life, liveness, shown_state
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -46,3 +46,31 @@ def test_liveness(case, doc, gone, expected, why):
     assert found.life is expected, f"{why}: {found.reason}"
     assert found.alive is (expected is Life.ALIVE)
     assert found.lost is (expected in (Life.GONE, Life.STALE))
+
+
+SHOWN = [
+    # id, status, processes gone, give-up reason, shown, recorded, words in the reason, why
+    ("1-no-status", None, None, None, "NOT_STARTED", None, "never reported", "nothing to show but that"),
+    ("2-gave-up-after-kill", status(beat_age=1), True, "gave up: 3 restart(s)", "GAVE_UP", "RUNNING",
+     "gave up: 3 restart(s)", "a driver gone after recovery gave up: not RUNNING, and nothing restarts it"),
+    ("2-gave-up-on-failed", status("FAILED"), None, "gave up: 3 restart(s)", "GAVE_UP", "FAILED", "gave up: 3",
+     "the run failed and recovery gave up on it: the give-up is what matters now"),
+    ("2-alive-again", status(beat_age=1), False, "gave up: 3 restart(s)", "RUNNING", "RUNNING", "is RUNNING",
+     "a driver that lives is shown as it is, whatever was given up before"),
+    ("3-dead-right-after-kill", status(beat_age=1), True, None, "DEAD", "RUNNING", "no longer exist",
+     "kill -9 on this host: DEAD at once, with a 1 s old heartbeat (the job page said RUNNING)"),
+    ("3-dead-stale", status(beat_age=95), None, None, "DEAD", "RUNNING", "no heartbeat for 95s",
+     "another host, silent for 95 s: DEAD"),
+    ("4-running", status(beat_age=1), False, None, "RUNNING", "RUNNING", "is RUNNING", "alive: as written"),
+    ("4-stopped", status("STOPPED"), None, None, "STOPPED", "STOPPED", "is STOPPED", "ended and said so"),
+    ("4-failed", status("FAILED"), None, None, "FAILED", "FAILED", "is FAILED",
+     "failed, and recovery may still restart it"),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "gone", "gave_up", "shown", "recorded", "words", "why"), SHOWN,
+                         ids=[c[0] for c in SHOWN])
+def test_shown_state(case, doc, gone, gave_up, shown, recorded, words, why):
+    found = shown_state(doc, liveness(doc, now=NOW, processes_gone=gone), gave_up)
+    assert (found.state, found.recorded) == (shown, recorded), why
+    assert words in found.reason, found.reason

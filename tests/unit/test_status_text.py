@@ -9,7 +9,8 @@ import pytest
 from airflow_kafka_stream.ops.results import JobStatus
 from airflow_kafka_stream.render.job import status_text
 
-RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", running=True, driver_lost=False,
+RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", recorded_state="RUNNING",
+                    running=True, driver_lost=False,
                     app_version="2", heartbeat_age_seconds=1.2, generation=3, last_batch_id=41,
                     last_offsets={"orders": {"0": 10}}, group="orders-group", topics=["orders"],
                     group_commits={"committed_batch": 41, "failures": 0, "consecutive_failures": 0},
@@ -18,8 +19,14 @@ RUNNING = JobStatus(job_home="/jobs/orders", job="orders", state="RUNNING", runn
 
 @pytest.mark.parametrize(("status", "shown", "why"), [
     (RUNNING, ["RUNNING (running)", "version         2", "committed batch 41, 0 failed commits"], "1-healthy"),
-    (replace(RUNNING, running=False, driver_lost=True, heartbeat_age_seconds=95.0),
-     ["RUNNING but its driver is gone (heartbeat 95s ago)"], "2-a-dead-driver-is-not-shown-as-running"),
+    (replace(RUNNING, state="DEAD", recorded_state="RUNNING", running=False, driver_lost=True,
+             heartbeat_age_seconds=95.0, state_reason="the driver is gone: state RUNNING but no heartbeat for 95s"),
+     ["state           DEAD (its last status says RUNNING, heartbeat 95s ago): the driver is gone",
+      "may restart it"], "2-a-dead-driver-is-not-shown-as-running"),
+    (replace(RUNNING, state="GAVE_UP", recorded_state="RUNNING", running=False, driver_lost=True,
+             state_reason="the job FAILED: x; gave up: 3 restart(s) in the last 600s"),
+     ["state           GAVE_UP (its last status says RUNNING): the job FAILED: x; gave up: 3 restart(s)",
+      "nothing restarts it"], "2b-recovery-gave-up"),
     (replace(RUNNING, group_commits={"committed_batch": 30, "failures": 7, "consecutive_failures": 7,
                                      "last_error": "broker down"}),
      ["GROUP COMMITS   failing: 7 in a row, last error broker down"], "3-failing-group-commits-stand-out"),

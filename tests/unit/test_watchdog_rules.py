@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kafka_stream.core.watchdog import Action, Policy, Progress, decide, track_progress
+from airflow_kafka_stream.core.watchdog import Action, Policy, Progress, Restart, decide, track_progress
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 POLICY = Policy(stuck_after_seconds=300, max_restarts=3, window_seconds=3600, backoff_seconds=60)
@@ -55,15 +55,32 @@ CASES = [
                          ids=[c[0] for c in CASES])
 def test_decide(case, doc, stop, restarts, progress, lag, action, why):
     previous = Progress(ago(progress[0]), progress[1], progress[2]) if progress else None
-    decision = decide(doc, stop_requested=stop, restarts=[ago(s) for s in restarts], previous=previous, lag=lag,
+    decision = decide(doc, stop_requested=stop, restarts=[Restart(ago(s), "watchdog") for s in restarts],
+                      previous=previous, lag=lag,
                       now=NOW, policy=POLICY)
     assert decision.action is action, f"{why}: {decision.reason}"
 
 
 def test_give_up_names_the_last_error():
     decision = decide(status("FAILED", error="cannot parse record 41"), stop_requested=False,
-                      restarts=[ago(10), ago(20), ago(30)], previous=None, lag=1, now=NOW, policy=POLICY)
+                      restarts=[Restart(ago(s), "watchdog") for s in (10, 20, 30)], previous=None, lag=1, now=NOW,
+                      policy=POLICY)
     assert "cannot parse record 41" in decision.reason and "crash loop" in decision.reason
+
+
+def test_the_watchdog_and_the_supervisor_share_one_budget_and_the_give_up_counts_both():
+    # Found from outside: a watchdog restart used the supervisor's budget, and the give-up did not say so.
+    restarts = [Restart(ago(30), "supervisor"), Restart(ago(20), "watchdog"), Restart(ago(10), "supervisor")]
+    decision = decide(status("FAILED", error="x"), stop_requested=False, restarts=restarts, previous=None, lag=1,
+                      now=NOW, policy=POLICY)
+    assert decision.action is Action.GIVE_UP
+    assert "gave up: 3 restart(s) in the last 3600s (2 by the supervisor, 1 by the watchdog)" in decision.reason, \
+        decision.reason
+    assert "the limit of 3 the supervisor and the watchdog share" in decision.reason, decision.reason
+    older = [Restart(ago(20), None), Restart(ago(10), "watchdog"), Restart(ago(5), "watchdog")]
+    found = decide(status("FAILED", error="x"), stop_requested=False, restarts=older, previous=None, lag=1, now=NOW,
+                   policy=POLICY)
+    assert "(2 by the watchdog, 1 not recorded by whom)" in found.reason, found.reason
 
 
 def test_progress_keeps_the_time_the_batch_was_first_seen():
@@ -93,7 +110,7 @@ LIVENESS_CASES = [
 @pytest.mark.parametrize(("case", "doc", "gone", "starting", "action", "why"), LIVENESS_CASES,
                          ids=[c[0] for c in LIVENESS_CASES])
 def test_decide_reads_liveness_through_the_one_rule(case, doc, gone, starting, action, why):
-    restarts = [ago(10)] if case == "gone-in-backoff" else []
+    restarts = [Restart(ago(10), "supervisor")] if case == "gone-in-backoff" else []
     decision = decide(doc, stop_requested=False, restarts=restarts, previous=None, lag=None, now=NOW, policy=POLICY,
                       processes_gone=gone, starting=starting)
     assert decision.action is action, f"{why}: {decision.reason}"
