@@ -58,7 +58,7 @@ def deleted_under_a_stopped_query(spark, kafka_bootstrap, tmp_path):
     return topic, checkpoint
 
 
-@pytest.mark.parametrize("read_mode", ["driver", "executors"])
+@pytest.mark.parametrize("read_mode", ["auto", "executors"])
 def test_a_query_fails_naming_the_partition_the_lost_range_and_the_way_out(spark, kafka_bootstrap,
                                                                            deleted_under_a_stopped_query, read_mode):
     topic, checkpoint = deleted_under_a_stopped_query
