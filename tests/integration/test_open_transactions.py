@@ -21,12 +21,10 @@ from confluent_kafka import Producer
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.offsets import TopicPartition
 from tests.integration.test_source_reading import stream
+from tests.integration.test_transaction_markers import run_within_deadline
 from tests.kafka_utils import create_topic, unique, watermarks
 
 pytestmark = pytest.mark.integration
-
-DEADLINE_S = 120.0
-
 
 def transactional(bootstrap: str, **extra: object) -> Producer:
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"open-txn-{uuid.uuid4().hex[:8]}",
@@ -59,20 +57,12 @@ def wait_high(bootstrap: str, topic: str, high: int, timeout: float = 30.0) -> N
 
 def read_available(spark, bootstrap: str, topic: str, checkpoint: str, **options: str) -> list[bytes]:
     """One availableNow run from earliest (or the checkpoint): the values read, in offset order.
-    Fails when the run has not ended within DEADLINE_S (it waited for records it cannot read)."""
+    Fails when the run has not ended within the deadline (it waited for records it cannot read)."""
     rows: list = []
     df = stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="2",
                 **{"kafkaConsumer.pollTimeoutMs": "20000", **options})
-    query = (df.writeStream.foreachBatch(lambda batch, _id: rows.extend(batch.select("offset", "value").collect()))
-             .trigger(availableNow=True).option("checkpointLocation", checkpoint).start())
-    try:
-        ended = query.awaitTermination(DEADLINE_S)
-    finally:
-        if query.isActive:
-            query.stop()
-    assert ended, f"the availableNow run did not end within {DEADLINE_S}s: it waits past the last stable offset?"
-    if query.exception() is not None:
-        raise query.exception()
+    run_within_deadline(df.writeStream.foreachBatch(
+        lambda batch, _id: rows.extend(batch.select("offset", "value").collect())), checkpoint)
     return [bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)]
 
 
