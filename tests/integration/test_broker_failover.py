@@ -76,7 +76,9 @@ def test_the_pipeline_rides_out_a_partition_leader_and_its_group_coordinator_dyi
         ex = Example(tmp_path, bootstrap, topic, unique("failover-group"))
         feeder = Feeder(bootstrap, topic)
         feeder.start()
-        driver, log_path = ex.start("--trigger-interval", "1 second")
+        # The default heartbeat (5 s; the driver fences itself after two missed): the example tests' 1 s leaves a
+        # driver 2 s of silence, which a loaded two-core machine in the middle of a leader election can exceed.
+        driver, log_path = ex.start("--trigger-interval", "1 second", "--heartbeat-seconds", "5")
         try:
             def committed_batches() -> int:
                 return int((ex.job.jobhome.status() or {}).get("last_batch_id") or -1) + 1
