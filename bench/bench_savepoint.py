@@ -23,11 +23,15 @@ import threading
 import time
 from pathlib import Path
 
+from smoke import count, sized
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PHASE_SECONDS = float(os.environ.get("BENCH_SAVEPOINT_PHASE_SECONDS", "25"))
-ROUNDS = int(os.environ.get("BENCH_SAVEPOINT_ROUNDS", "3"))
+PHASE_SECONDS = sized("BENCH_SAVEPOINT_PHASE_SECONDS", 25, 4)
+ROUNDS = count("BENCH_SAVEPOINT_ROUNDS", 3, 1)
+#: Batches the pipeline runs before the first phase (its first ones are slower).
+SETTLE_BATCHES = count(None, 20, 2)
 STORE = os.environ.get("BENCH_SAVEPOINT_STORE", "hdfs")
 KEYS = 2000
 
@@ -102,7 +106,7 @@ def main() -> int:
              "--state-store", STORE, "--heartbeat-seconds", "2"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_running(home, proc, batches=20)
+            wait_running(home, proc, batches=SETTLE_BATCHES)
             checkpoint = Path(JobHome(home).checkpoint_url())
             durations: dict[str, list[float]] = {"bare": [], "live": []}
             ratios, taken = [], 0
