@@ -23,7 +23,7 @@ from airflow_kafka_stream.cli import environment, inspection, lifecycle, offsets
 from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED, Parser
 from airflow_kafka_stream.errors import OperationIncompleteError, StreamError
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_REFUSED", "build_parser", "main"]
+__all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_REFUSED", "build_parser", "main", "parse"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,8 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, whose application arguments are only what follows ``--``: a word before it that no
+    option takes (the ``3`` of ``--frobnicate 3``) is refused with the unknown options, never passed on."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    given, application = (words[:words.index("--")], words[words.index("--") + 1:]) if "--" in words else (words, [])
+    args, unknown = parser.parse_known_args(given)
+    if not hasattr(args, "application_args"):
+        if "--" in words:
+            unknown.append("-- " + " ".join(application))
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return args
+    if unknown or args.application_args:
+        parser.error(f"unrecognized arguments: {' '.join([*unknown, *args.application_args])} (arguments of "
+                     "--application go after --)")
+    args.application_args = application
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
