@@ -149,7 +149,10 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
                                 f"{found.get('go_at')}); stop the job instead of ending the standby")
         home.write_standby_go({"token": handle.token, "action": rules.CANCEL, "by": record["by"],
                                         "reason": reason, "at": datetime.now(UTC).isoformat()})
-        end_process(handle.pid, handle.host, grace_seconds)
+        if end_process(handle.pid, handle.host, grace_seconds):
+            # The cancel was for that process only: once it is gone, it would only be left lying in the job home
+            # (an upgrade check leaves nothing there). A standby on another host keeps it: it may still read it.
+            home.clear_standby_go()
         if home.remove_rehearsal(handle.token):  # a standby killed mid-rehearsal cannot clean its scratch
             log.info("removed the rehearsal scratch area of the ended standby %s", handle.pid)
         if live:
