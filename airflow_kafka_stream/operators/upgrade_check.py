@@ -99,7 +99,8 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
             return result
         words, parameters = _WAY_OUT.get(found.verdict, ("", ()))
         message = (f"an upgrade of {self.job_home} to version {self.app_version} would not go on: {found.verdict}: "
-                   f"{found.reason}\nnothing was changed; {words}")
+                   f"{found.reason}\nnothing was changed; {words}"
+                   + (f"\n--- end of {found.log} ---\n{found.log_tail}" if found.log_tail else ""))
         if not fail:
             self.log.warning("%s (fail_on_incompatible is off: the task succeeds)", message)
             return result

@@ -126,11 +126,10 @@ def give_up(home: JobHome, handle: StandbyHandle, why: str, secrets: list[str] |
     """End a standby that did not come up and return the error that says so (to raise): the upgrade failed
     before any downtime, with the end of the standby's log."""
     end_standby(home, handle, why, by=by)
-    tail = log_tail(handle.driver_log, secrets)
     return JobStateError(
         f"upgrade of {home.url} to version {handle.app_version} failed before any downtime: {why}. The "
         "standby was ended; the old version keeps running untouched (nothing was stopped, no savepoint "
-        "taken)" + (f"\n--- end of the standby's log {handle.driver_log} ---\n{tail}" if tail else ""))
+        "taken)", log=handle.driver_log, log_tail=log_tail(handle.driver_log, secrets))
 
 
 def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | None = None,

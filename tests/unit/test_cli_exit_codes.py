@@ -66,3 +66,25 @@ def test_a_command_without_application_arguments_refuses_a_double_dash(capsys):
     with pytest.raises(SystemExit) as ended:
         cli.main(["history", "--job-home", "/nowhere", "--", "x"])
     assert ended.value.code == 2 and "unrecognized arguments: -- x" in capsys.readouterr().err
+
+
+#: What a failed standby's log ends with: its traceback and Spark's INFO lines, sixty lines of them.
+LOG_TAIL = "\n".join(["Traceback (most recent call last):", *(f'  File "job.py", line {n}, in run' for n in range(29)),
+                      *(f"26/11/28 22:38:{n:02d} INFO SparkContext: Successfully stopped" for n in range(30))])
+
+
+def test_a_failure_prints_its_reason_and_where_the_log_is_and_the_log_only_when_verbose(monkeypatch, capsys):
+    error = JobStateError("upgrade of /jobs/orders to version 2 failed before any downtime: the rehearsal says "
+                          "needs drop_state", log="/jobs/orders/logs/standby-driver-1.log", log_tail=LOG_TAIL)
+
+    def handler(_args):
+        raise error
+
+    monkeypatch.setattr(inspection, "_cmd_history", handler)
+    assert cli.main(["history", "--job-home", "/nowhere"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {error.reason}",
+        "the full log: /jobs/orders/logs/standby-driver-1.log (airflow-kafka-stream --verbose ... prints its end here)"]
+    assert cli.main(["--verbose", "history", "--job-home", "/nowhere"]) == 2
+    assert LOG_TAIL in capsys.readouterr().err
+    assert str(error).endswith(LOG_TAIL), "a task log (str of the error) still ends with the log's end"
