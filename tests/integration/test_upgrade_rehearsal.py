@@ -107,7 +107,8 @@ def refused_before_the_stop(job: RunningJob, app: str, version: str, *expected: 
 
 def test_a_changed_key_an_extra_operator_and_a_missing_sink_are_refused_before_the_stop(job):
     refused_before_the_stop(job, "totals_key_long.py", "2", "needs drop_state",
-                            "expects key schema (_groupingexpression bigint) but the state holds (_groupingexpression string)",
+                            "expects key schema (_groupingexpression bigint, the query's key) but the state holds "
+                            "(_groupingexpression string, the query's key)",
                             "upgrade with drop_state")
     refused_before_the_stop(job, "totals_extra_operator.py", "3",
                             "the new version has 2 stateful operators", "the checkpoint 1")
@@ -170,7 +171,8 @@ def test_upgrade_check_reports_each_verdict(job):
     assert left <= {"history.jsonl", "control/standby.json"}, f"docs/upgrade-check.md does not list {left}"
     assert not (job.home / "control" / "standby-go.json").exists(), "the check's cancel is left behind"
     assert (found.verdict, found.would_upgrade) == ("needs drop_state", False), found
-    assert "expects key schema (_groupingexpression bigint)" in found.reason
+    assert "expects key schema (_groupingexpression bigint, the query's key) but the state holds " \
+        "(_groupingexpression string, the query's key)" in found.reason, "Spark's made-up name, and the query's"
     application = ["--home", job.home, "--bootstrap", job.bootstrap, "--topic", job.topic, "--group", job.group,
                    "--output", job.output, "--heartbeat-seconds", "3", "--app-version", "7", *TOTALS]
     shown = cli_subprocess("upgrade", "--check", "--job-home", job.home, "--app-version", "7", "--bootstrap-server",
