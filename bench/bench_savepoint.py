@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from smoke import count, sized
+from smoke import SMOKE, count, sized
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -119,6 +119,12 @@ def main() -> int:
                     else:
                         time.sleep(PHASE_SECONDS)
                     found = batch_durations(checkpoint, start, time.time())
+                    while SMOKE and not found and time.time() < start + 300:  # a short phase on a busy machine
+                        if phase == "live":
+                            taken += savepoints_back_to_back(home, time.time() + 1)
+                        else:
+                            time.sleep(1)
+                        found = batch_durations(checkpoint, start, time.time())
                     durations[phase] += found
                     medians[phase] = statistics.median(found)
                     shutil.rmtree(f"{home}/savepoints", ignore_errors=True)  # outside the measured phases
