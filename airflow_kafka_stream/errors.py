@@ -21,13 +21,27 @@ class StreamError(Exception):
     refusal has several reasons, so each front end can point at its own spelling of them
     (the CLI adds its flags, the operators their parameters). The message names them by
     these setting names or in words, never in one front end's spelling.
+
+    ``log`` and ``log_tail``, when given, are the driver log that says more (a failed standby's, a driver that
+    did not start) and its end: ``str()`` ends with that tail (what a task log shows); ``reason`` is the message
+    without it (the CLI prints the reason and the log's path, and the tail only with ``--verbose``).
     """
 
-    def __init__(self, *args: object, setting: str | Sequence[str] | None = None) -> None:
+    def __init__(self, *args: object, setting: str | Sequence[str] | None = None, log: str | None = None,
+                 log_tail: str = "") -> None:
         super().__init__(*args)
         names = (setting,) if isinstance(setting, str) else tuple(setting or ())
         #: Every setting that gets the user out, in the order the message names them.
         self.settings: tuple[str, ...] = tuple(dict.fromkeys(names))
+        self.log, self.log_tail = log, log_tail
+
+    @property
+    def reason(self) -> str:
+        """The message without the log's end."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return self.reason + (f"\n--- end of {self.log} ---\n{self.log_tail}" if self.log_tail else "")
 
     @property
     def setting(self) -> str | None:

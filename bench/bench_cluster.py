@@ -27,10 +27,11 @@ import time
 import uuid
 
 from bench_source import RECORDS, load_topic, say, source_rate
+from smoke import count
 
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
-WARMUPS = int(os.environ.get("BENCH_WARMUPS", "3"))
+RUNS = count("BENCH_RUNS", 3, 1)
+ROUNDS = count("BENCH_ROUNDS", 2, 1)
+WARMUPS = count("BENCH_WARMUPS", 3, 0)
 WORKERS = 2
 
 

@@ -12,7 +12,6 @@ stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local Apache Kafka 
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from smoke import SMOKE, count
 
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.reset_scope import parse_scope
@@ -31,8 +31,8 @@ from airflow_kafka_stream.kafka.metadata import forget_clients
 from airflow_kafka_stream.render.checkpoint import verify_text
 from airflow_kafka_stream.render.reset import plan_text
 
-SIZES = (10, 1000)
-REPEATS = int(os.environ.get("BENCH_CONTROL_REPEATS", "5"))
+SIZES = (10, count(None, 1000, 20))
+REPEATS = count("BENCH_CONTROL_REPEATS", 5, 1)
 
 
 def say(text: str, *args: object) -> None:
@@ -55,8 +55,8 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 def produce_one_each(bootstrap: str, topics: dict[str, int]) -> None:
     """One record per partition."""
     producer = Producer({"bootstrap.servers": bootstrap})
-    for topic, count in topics.items():
-        for partition in range(count):
+    for topic, partitions in topics.items():
+        for partition in range(partitions):
             producer.produce(topic, b"x", partition=partition)
             producer.poll(0)
     assert producer.flush(120) == 0, "records not delivered"
@@ -65,7 +65,8 @@ def produce_one_each(bootstrap: str, topics: dict[str, int]) -> None:
 def median_seconds(action, fresh_clients: bool = True) -> float:
     """Median wall time of ``action``; by default each run connects afresh, as every CLI
     invocation and every Airflow task does (the source alone reuses clients across triggers)."""
-    action()  # warm-up: imports, code paths
+    if not SMOKE:
+        action()  # warm-up: imports, code paths
     samples = []
     for _ in range(REPEATS):
         if fresh_clients:

@@ -13,12 +13,19 @@ import sys
 import tempfile
 import time
 
+from smoke import count
+
 from airflow_kafka_stream.checkpoint.reader import read_position
 
 METADATA = (
     '{"batchWatermarkMs":0,"batchTimestampMs":1795353621501,"conf":{"spark.sql.streaming.stateStore.providerClass":'
     '"org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"}}'
 )
+
+
+LARGE = count(None, 10_000, 100)
+RUNS = count(None, 200, 5)
+WARMUP_RUNS = count(None, 20, 0)
 
 
 def synthesize(root: str, batches: int) -> None:
@@ -47,10 +54,11 @@ def median_seconds(root: str, runs: int = 200) -> float:
 def main() -> int:
     with tempfile.TemporaryDirectory() as small, tempfile.TemporaryDirectory() as large:
         synthesize(small, 10)
-        synthesize(large, 10_000)
-        assert read_position(large).batch_id == 9_999
-        median_seconds(small, 20)  # warm up imports and caches
-        ratio = median_seconds(large) / median_seconds(small)
+        synthesize(large, LARGE)
+        assert read_position(large).batch_id == LARGE - 1
+        if WARMUP_RUNS:
+            median_seconds(small, WARMUP_RUNS)  # warm up imports and caches
+        ratio = median_seconds(large, RUNS) / median_seconds(small, RUNS)
     print(f"position_10000_vs_10: {ratio:.2f}")
     return 0
 

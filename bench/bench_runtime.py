@@ -22,13 +22,15 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from smoke import SMOKE, count
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-RECORDS = int(os.environ.get("BENCH_RUNTIME_RECORDS", "300000"))
+RECORDS = count("BENCH_RUNTIME_RECORDS", 300_000, 2_000)
 PARTITIONS = 4
-BATCHES = 60
-ROUNDS = int(os.environ.get("BENCH_RUNTIME_ROUNDS", "5"))
+BATCHES = count(None, 60, 4)
+ROUNDS = count("BENCH_RUNTIME_ROUNDS", 5, 1)
 #: The export interval of the run with metrics: far more often than the SDK's 60 s, so the run pays for ~20 exports.
 EXPORT_INTERVAL_MS = "1000"
 
@@ -132,7 +134,8 @@ def main() -> int:
             # One warm-up of each kind, not only of the bare query: a kind's first runs in a JVM are slower (2 s
             # of 7 here), and a kind without its warm-up would pay for it in the rounds.
             for run, kind in ((bare_run, "bare"), (runtime_run, "runtime"), (with_metrics, "metrics")):
-                run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup-{kind}")
+                if not SMOKE:
+                    run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup-{kind}")
 
             for number in range(ROUNDS):
                 # Which kind runs first alternates too: later runs in a JVM drift, and the order must not decide.

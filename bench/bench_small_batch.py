@@ -40,14 +40,16 @@ import time
 import uuid
 from pathlib import Path
 
+from smoke import SMOKE, count
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ROWS = int(os.environ.get("BENCH_SMALL_ROWS", "300"))
+ROWS = count("BENCH_SMALL_ROWS", 300, 30)
 PARTITIONS = 3
-BATCHES = int(os.environ.get("BENCH_SMALL_BATCHES", "20"))
-SKIP = 3
-ROUNDS = int(os.environ.get("BENCH_SMALL_ROUNDS", "5"))
+BATCHES = count("BENCH_SMALL_BATCHES", 20, 2)
+SKIP = count(None, 3, 1)
+ROUNDS = count("BENCH_SMALL_ROUNDS", 5, 1)
 VALUE = b"x" * 90
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 
@@ -175,9 +177,10 @@ def main() -> None:
         figures: dict[str, list[float]] = {name: [] for name in frames}
         phases: dict[str, list[dict]] = {name: [] for name in frames}
         with tempfile.TemporaryDirectory() as checkpoints:
-            say("warm-up round (not measured)")
-            for name, frame in frames.items():
-                batch_durations(spark, frame(), checkpoints, name)
+            if not SMOKE:
+                say("warm-up round (not measured)")
+                for name, frame in frames.items():
+                    batch_durations(spark, frame(), checkpoints, name)
             names = list(frames)
             for round_number in range(ROUNDS):
                 order = names[round_number % len(names) :] + names[: round_number % len(names)]

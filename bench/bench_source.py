@@ -28,10 +28,11 @@ import uuid
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from smoke import count
 
-RECORDS = int(os.environ.get("BENCH_RECORDS", "2000000"))
-RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-WARMUPS = int(os.environ.get("BENCH_WARMUPS", "3"))
+RECORDS = count("BENCH_RECORDS", 2_000_000, 2_000)
+RUNS = count("BENCH_RUNS", 5, 1)
+WARMUPS = count("BENCH_WARMUPS", 3, 0)
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
 VALUE = b"x" * 90
 

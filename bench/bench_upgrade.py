@@ -37,12 +37,14 @@ import threading
 import time
 from pathlib import Path
 
+from smoke import count
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 #: The standby's downtime, in order: they add up to it (see handover_parts).
 PARTS = ("drain", "savepoint", "go", "take", "query_start", "first_batch")
-ROUNDS = int(os.environ.get("BENCH_UPGRADE_ROUNDS", "2"))
+ROUNDS = count("BENCH_UPGRADE_ROUNDS", 2, 1)
 PARTITIONS = 2
 #: The paths measured (all three for the ratios; one alone while working on it).
 KINDS = os.environ.get("BENCH_UPGRADE_PATHS", "upgrade,standby,crash").split(",")

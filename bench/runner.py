@@ -3,6 +3,7 @@
 A broker is started once (unless KAFKA_BOOTSTRAP_SERVERS names one) and shared
 by the benchmark scripts, which run one after another so they do not compete
 for the machine's cores. Pass names to run a subset: `bench/run source position`.
+`bench/run --smoke` runs each on its smallest sizes, once (see bench/smoke.py): to see that they still run.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade",
 
 
 def main(argv: list[str]) -> int:
-    chosen = argv or BENCHES
+    smoke = "--smoke" in argv
+    chosen = [name for name in argv if name != "--smoke"] or BENCHES
     unknown = [n for n in chosen if n not in BENCHES]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {BENCHES}", file=sys.stderr)
         return 2
-    env = dict(os.environ)
+    env = dict(os.environ, **({"BENCH_SMOKE": "1"} if smoke else {}))
     broker = None
     if not env.get("KAFKA_BOOTSTRAP_SERVERS"):
         from airflow_kafka_stream.devstack.broker import start_local_broker

@@ -11,18 +11,11 @@ Trigger it from the UI (the form validates every field) or the REST API with ``c
 task in the grid: a person sees where an upgrade stands and can clear one step to retry it.
 """
 
-from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import DAG, Param
 
 from airflow_kafka_stream import params
 from airflow_kafka_stream.operators.upgrade import stream_upgrade_task_group
-from airflow_kafka_stream.operators.upgrade_check import StreamUpgradeCheckOperator
-
-
-def upgrade_wanted(check_only: bool) -> bool:
-    """Whether this run upgrades (else it only checks)."""
-    return not check_only
-
+from airflow_kafka_stream.operators.upgrade_check import StreamUpgradeCheckOperator, UpgradeUnlessCheckOnlyOperator
 
 with DAG(
     dag_id="stream_upgrade",
@@ -72,8 +65,8 @@ with DAG(
     # A short circuit, not a branch: it skips every task of the group whatever its trigger rule (the stop and
     # the outcome run after skipped tasks by design, so a branch would not hold them), and a check-only run
     # leaves the job alone.
-    upgrade = ShortCircuitOperator(task_id="upgrade_unless_check_only", python_callable=upgrade_wanted,
-                                   op_args=["{{ params.check_only }}"])
+    upgrade = UpgradeUnlessCheckOnlyOperator(task_id="upgrade_unless_check_only", job_home="{{ params.job_home }}",
+                                             check_only="{{ params.check_only }}")
     upgrade >> stream_upgrade_task_group(
         new_version="{{ params.new_version }}",
         **version,

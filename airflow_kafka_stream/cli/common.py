@@ -18,6 +18,17 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_REFUSED, f"{self.prog}: error: {message}\n")
 
 
+def point_at_log(log: str | None, tail: str, verbose: bool) -> None:
+    """After a failure's reason: where the driver log that says more is, and its end only with --verbose (a
+    traceback and Spark's INFO lines would bury the reason)."""
+    if not log:
+        return
+    if verbose and tail:
+        print(f"--- end of {log} ---\n{tail}", file=sys.stderr)
+    else:
+        print(f"the full log: {log} (airflow-kafka-stream --verbose ... prints its end here)", file=sys.stderr)
+
+
 def job_args(p: argparse.ArgumentParser, checkpoint: bool = True, kafka: bool = True) -> None:
     p.add_argument("--job-home", type=nonempty, help="the job's home directory (path or fsspec URL)")
     if checkpoint:

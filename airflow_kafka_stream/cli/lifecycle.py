@@ -11,7 +11,16 @@ import argparse
 import logging
 import sys
 
-from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED, emit, job_args, job_home, nonempty
+from airflow_kafka_stream.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_REFUSED,
+    emit,
+    job_args,
+    job_home,
+    nonempty,
+    point_at_log,
+)
 from airflow_kafka_stream.cli.launching import (
     add_kafka_args,
     add_launch_args,
@@ -239,6 +248,7 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
                                 + ("" if found.would_upgrade else "\nnothing was changed; "
                                    + ("upgrade with --drop-state" if found.verdict == "needs drop_state"
                                       else "fix the new version") + " before upgrading"))
+    point_at_log(found.log, found.log_tail, args.verbose)
     return EXIT_OK if found.would_upgrade else EXIT_REFUSED
 
 

@@ -18,6 +18,7 @@ Verdicts:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -110,21 +111,76 @@ _OPERATORS = re.compile(r"Stateful operators in the metadata: \[(.*?)\]; Statefu
 _OPERATOR = re.compile(r"OperatorId: (\d+) -> OperatorName: (\w+)")
 
 
-def schema_text(struct: str) -> str:
-    """``StructType(StructField(user_id,LongType,true))`` as ``(user_id bigint)``."""
-    fields = [f"{name} {_SPARK_TYPES.get(kind, kind.lower())}" for name, kind in _FIELD.findall(struct)]
-    return f"({', '.join(fields)})" if fields else struct
+def schema_text(struct: str, names: Sequence[str] = ()) -> str:
+    """``StructType(StructField(user_id,LongType,true))`` as ``(user_id bigint)``. ``names``: the query's own name
+    of each field, by position (see :func:`grouping_names`), shown beside a name Spark made up:
+    ``(_groupingexpression bigint, the query's key)``."""
+    fields, named = [], False
+    for index, (name, kind) in enumerate(_FIELD.findall(struct)):
+        given = names[index] if index < len(names) else ""
+        named = named or bool(given and given != name)
+        fields.append(f"{name} {_SPARK_TYPES.get(kind, kind.lower())}"
+                      + (f", the query's {given}" if given and given != name else ""))
+    if not fields:
+        return struct
+    return f"({('; ' if named else ', ').join(fields)})"  # "; " once a field has a comma of its own
+
+
+_AGGREGATE = re.compile(r"^[\s+\-:!~*]*Aggregate \[(.*)\], \[(.*)\]\s*$", re.MULTILINE)
+_OUTPUT_ALIAS = re.compile(r"^(.*) AS (.+?)#\d+[A-Z]?$")
+_ATTRIBUTE = re.compile(r"^([^\s#()]+)#\d+[A-Z]?$")
+
+
+def _top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside any brackets."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parts.append(text[start:index].strip())
+            start = index + 1
+    return [*parts, text[start:].strip()] if text.strip() else parts
+
+
+def grouping_names(analyzed_plan: str) -> tuple[str, ...]:
+    """The names a query gives the keys of its aggregation, in the order of its state's key schema (one per
+    grouping expression, ``""`` where it gives none), read from the text of its analyzed plan; ``()`` unless the
+    plan has exactly one aggregation.
+
+    Spark stores a grouping expression that is not a plain column under a name it makes up
+    (``_groupingexpression``, the same for every such key); the query's own name for it is the alias of the same
+    expression among the aggregation's outputs (``groupBy(F.length("k").alias("key_length"))``).
+    """
+    found = _AGGREGATE.findall(analyzed_plan)
+    if len(found) != 1:
+        return ()
+    grouping, outputs = (_top_level(part) for part in found[0])
+    aliases: dict[str, str] = {}
+    for output in outputs:
+        alias = _OUTPUT_ALIAS.match(output)
+        if alias:
+            aliases.setdefault(alias.group(1), alias.group(2))
+    names = []
+    for expression in grouping:
+        column = _ATTRIBUTE.match(expression)
+        names.append(aliases.get(expression) or (column.group(1) if column else ""))
+    return tuple(names)
 
 
 def _operators(text: str) -> list[tuple[int, str]]:
     return [(int(op), name) for op, name in _OPERATOR.findall(text)]
 
 
-def state_failure_reason(error: str) -> str:
-    """A state error as the user acts on it: which operator, what the new version expects, what the state holds."""
+def state_failure_reason(error: str, key_names: Sequence[str] = ()) -> str:
+    """A state error as the user acts on it: which operator, what the new version expects, what the state holds.
+    ``key_names``: the new query's names of its aggregation's keys (:func:`grouping_names`), shown beside the
+    names Spark made up for them (the state's key is read by the new query's key of the same position)."""
     schema = _SCHEMA.search(error)
     if schema:
-        part, existing, new = schema.group(1), schema_text(schema.group(2)), schema_text(schema.group(3))
+        part = schema.group(1)
+        names = key_names if part == "key" else ()
+        existing, new = schema_text(schema.group(2), names), schema_text(schema.group(3), names)
         return (f"the new version's stateful operator expects {part} schema {new} but the state holds {existing}: "
                 "upgrade with drop_state, or keep the state's schema")
     operators = _OPERATORS.search(error)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import Context
 
 from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
@@ -97,7 +99,8 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
             return result
         words, parameters = _WAY_OUT.get(found.verdict, ("", ()))
         message = (f"an upgrade of {self.job_home} to version {self.app_version} would not go on: {found.verdict}: "
-                   f"{found.reason}\nnothing was changed; {words}")
+                   f"{found.reason}\nnothing was changed; {words}"
+                   + (f"\n--- end of {found.log} ---\n{found.log_tail}" if found.log_tail else ""))
         if not fail:
             self.log.warning("%s (fail_on_incompatible is off: the task succeeds)", message)
             return result
@@ -120,3 +123,24 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
         except Exception:  # noqa: BLE001 - on_kill must not raise
             self.log.exception("the task was killed, and ending its check's standby failed; end it with "
                                "`standby end`")
+
+
+class UpgradeUnlessCheckOnlyOperator(JobHomeTask, ShortCircuitOperator):
+    """The short circuit between an upgrade DAG's check and its upgrade: a check-only run skips every task of the
+    upgrade after it; otherwise it passes. It takes the job home for the "Stream job" link every task of an
+    upgrade run has (and the log line that names the job).
+
+    :param job_home: the job's home directory (path or URL). Templated.
+    :param check_only: whether this run only checks (a bool or a rendered template). Templated.
+    """
+
+    template_fields: Sequence[str] = (*ShortCircuitOperator.template_fields, "job_home")
+
+    def __init__(self, *, job_home: str, check_only: bool | str, **kwargs: Any) -> None:
+        # check_only is rendered as one of op_args, a template field of the PythonOperator.
+        super().__init__(python_callable=_upgrade_wanted, op_args=[check_only], **kwargs)
+        self.job_home = job_home
+
+
+def _upgrade_wanted(check_only: bool | str) -> bool:
+    return not as_flag(check_only, "check_only")

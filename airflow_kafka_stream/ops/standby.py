@@ -126,11 +126,10 @@ def give_up(home: JobHome, handle: StandbyHandle, why: str, secrets: list[str] |
     """End a standby that did not come up and return the error that says so (to raise): the upgrade failed
     before any downtime, with the end of the standby's log."""
     end_standby(home, handle, why, by=by)
-    tail = log_tail(handle.driver_log, secrets)
     return JobStateError(
         f"upgrade of {home.url} to version {handle.app_version} failed before any downtime: {why}. The "
         "standby was ended; the old version keeps running untouched (nothing was stopped, no savepoint "
-        "taken)" + (f"\n--- end of the standby's log {handle.driver_log} ---\n{tail}" if tail else ""))
+        "taken)", log=handle.driver_log, log_tail=log_tail(handle.driver_log, secrets))
 
 
 def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | None = None,
@@ -149,7 +148,10 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
                                 f"{found.get('go_at')}); stop the job instead of ending the standby")
         home.write_standby_go({"token": handle.token, "action": rules.CANCEL, "by": record["by"],
                                         "reason": reason, "at": datetime.now(UTC).isoformat()})
-        end_process(handle.pid, handle.host, grace_seconds)
+        if end_process(handle.pid, handle.host, grace_seconds):
+            # The cancel was for that process only: once it is gone, it would only be left lying in the job home
+            # (an upgrade check leaves nothing there). A standby on another host keeps it: it may still read it.
+            home.clear_standby_go()
         if home.remove_rehearsal(handle.token):  # a standby killed mid-rehearsal cannot clean its scratch
             log.info("removed the rehearsal scratch area of the ended standby %s", handle.pid)
         if live:

@@ -154,8 +154,7 @@ def conclude_start(home: JobHome, submitted: SubmitResult, event: Mapping[str, A
         failure = JobStateError if submitted.action == ALREADY_RUNNING else OperationIncompleteError
         raise failure(
             f"job {home.url} version {submitted.app_version} did not become healthy: {event.get('message')}"
-            + (f"\nthe driver's error: {error}" if error else "")
-            + (f"\n--- end of the driver log {submitted.driver_log} ---\n{tail}" if tail else ""))
+            + (f"\nthe driver's error: {error}" if error else ""), log=submitted.driver_log, log_tail=tail)
     job = dict(event.get("job") or {})
     generation = job.get("generation")
     return {**job, "app_version": submitted.app_version, "pid": submitted.pid, "driver_log": submitted.driver_log,

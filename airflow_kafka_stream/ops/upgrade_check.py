@@ -42,6 +42,9 @@ class UpgradeCheck:
     records: int = 0
     with_state: bool = True
     drop_state: bool = False
+    #: The standby's driver log, and its end, when it failed (kept out of ``reason``: a traceback would bury it).
+    log: str | None = None
+    log_tail: str = ""
 
     @property
     def would_upgrade(self) -> bool:
@@ -51,7 +54,8 @@ class UpgradeCheck:
     def to_dict(self) -> dict[str, Any]:
         return {"app_version": self.app_version, "verdict": self.verdict, "reason": self.reason,
                 "seconds": round(self.seconds, 3), "batches": self.batches, "records": self.records,
-                "with_state": self.with_state, "drop_state": self.drop_state, "would_upgrade": self.would_upgrade}
+                "with_state": self.with_state, "drop_state": self.drop_state, "would_upgrade": self.would_upgrade,
+                "log": self.log}
 
 
 def check_upgrade(home: JobHome, new: Submission, launcher: Launcher, options: UpgradeOptions | None = None, *,
@@ -71,14 +75,15 @@ def check_upgrade(home: JobHome, new: Submission, launcher: Launcher, options: U
             rehearsal = RehearsalResult.of(found.get("rehearsal")) if found.get("token") == handle.token else None
         finally:
             end_standby(home, handle, "the upgrade check is done", by=by)
-        result = _verdict(new.app_version, options, event, rehearsal, log_tail(handle.driver_log, secrets))
+        result = _verdict(new.app_version, options, event, rehearsal, handle.driver_log,
+                          log_tail(handle.driver_log, secrets))
         record["after"] = result.to_dict()
         say(f"version {new.app_version}: {result.verdict}: {result.reason}")
         return result
 
 
 def _verdict(version: str, options: UpgradeOptions, event: dict[str, Any], rehearsal: RehearsalResult | None,
-             tail: str | None) -> UpgradeCheck:
+             log_path: str | None, tail: str) -> UpgradeCheck:
     if event.get("status") == SUCCESS and rehearsal is not None:
         return UpgradeCheck(version, str(rehearsal.verdict), rehearsal.reason, rehearsal.seconds, rehearsal.batches,
                             rehearsal.records, rehearsal.with_state, options.drop_state)
@@ -87,5 +92,5 @@ def _verdict(version: str, options: UpgradeOptions, event: dict[str, Any], rehea
                             f"{options.standby_ready_timeout_seconds:.0f}s ({event.get('last_look')})",
                             drop_state=options.drop_state)
     why = event.get("message") or "the standby reported no verdict"
-    return UpgradeCheck(version, str(Verdict.FAILS), f"the new version's standby failed: {why}"
-                        + (f"\n--- end of its log ---\n{tail}" if tail else ""), drop_state=options.drop_state)
+    return UpgradeCheck(version, str(Verdict.FAILS), f"the new version's standby failed: {why}",
+                        drop_state=options.drop_state, log=log_path, log_tail=tail)

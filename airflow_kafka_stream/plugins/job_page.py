@@ -209,7 +209,8 @@ def _pick(homes: list[str], wanted: str | None) -> list[str]:
     if wanted is None:
         return homes
     if wanted not in homes:
-        raise HTTPException(404, f"{wanted} is not a job home known here; known: {', '.join(homes) or 'none'}")
+        # Nothing more than that: the list of known homes (paths, bucket names) is not for every signed-in user.
+        raise HTTPException(404, "no such job")
     return [wanted]
 
 

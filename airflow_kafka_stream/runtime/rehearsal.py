@@ -32,6 +32,7 @@ from airflow_kafka_stream.core.rehearsal import (
     RehearsalResult,
     Verdict,
     failure_kind,
+    grouping_names,
     python_error,
     spark_error_line,
     state_failure_reason,
@@ -211,7 +212,7 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: Reh
     except Exception as exc:  # noqa: BLE001 - the new version's query could not start: its verdict
         text = str(exc)
         kind = failure_kind(text, started=False)
-        reason = state_failure_reason(text) if kind is FailureKind.STATE else (
+        reason = state_failure_reason(text, _key_names(df)) if kind is FailureKind.STATE else (
             f"the new version's query could not start: {spark_error_line(text)}")
         return _Run(text, False, 0, 0, False, reason, kind)
     waited, failure = _execute(spark, query, deadline, MAX_BATCHES + 1)
@@ -223,13 +224,23 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: Reh
     text = str(failure)
     kind = failure_kind(text, started=True)
     if kind is FailureKind.STATE:
-        return _Run(text, True, batches, records, False, state_failure_reason(text), kind)
+        return _Run(text, True, batches, records, False, state_failure_reason(text, _key_names(df)), kind)
     reason = f"the new version raised {python_error(text)}" if kind is FailureKind.RECORD else (
         f"the new version failed: {spark_error_line(text)}")
     run = _Run(text, True, batches, records, False, reason, kind)
     if kind is FailureKind.RECORD:
         run.located = _locate(spark, df, setup, scratch, copy, deadline, reason)
     return run
+
+
+def _key_names(df) -> tuple[str, ...]:
+    """The query's names of its aggregation's keys, from its analyzed plan (a verdict shows them beside the
+    names Spark made up); none when the plan cannot be read (Spark Connect has no JVM plan here)."""
+    try:
+        return grouping_names(df._jdf.queryExecution().analyzed().toString())
+    except Exception as exc:  # noqa: BLE001 - the names only add words to the verdict
+        log.info("could not read the query's plan for its key names: %s", exc)
+        return ()
 
 
 def _bind(setup: RehearsalSetup, scratch: str, attempt: int, start: PartitionOffsets, *, limit: bool,

@@ -1,6 +1,7 @@
 """Deprecated: the old home of the source and the runtime, kept so jobs written against it still run.
 
 The source that ships to executors is now :mod:`airflow_kafka_stream.source`, the driver runtime
-:mod:`airflow_kafka_stream.runtime`. ``spark.runtime``, ``spark.source`` and ``spark.dead_letter``
-re-export their public names and warn (DeprecationWarning) with the new module to import.
+:mod:`airflow_kafka_stream.runtime`. Every module of the old package (``spark.runtime``, ``spark.session``,
+``spark.source``, ``spark.dead_letter``, ...) re-exports its public names from where they live now and warns
+(DeprecationWarning) with the module to import instead; the table is in ``_alias``.
 """

@@ -109,7 +109,8 @@ class ControlFiles:
         self.write_control(layout.STANDBY_GO, document)
 
     def clear_standby_go(self) -> bool:
-        """Remove the go once its standby took the job over; whether there was one."""
+        """Remove the go once its standby took the job over, or the cancel once its standby is gone; whether
+        there was one."""
         try:
             self.fs.rm(self.p(*layout.STANDBY_GO))
         except FileNotFoundError:

@@ -357,7 +357,7 @@ def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_jo
     if not _resumed_task_failed_by_the_scheduler(airflow_stack, cold["run"]["dag_run_id"],
                                                  "upgrade.submit_new_version"):
         assert "the driver's error: broken version: a dependency this build needs is missing" in said
-        failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of the driver log", 1)[0]
+        failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of ", 1)[0]
         assert "the status is from an earlier run" not in failure, failure  # said while it waited, not as the error
 
     upgraded["feeder"].stop()

@@ -108,7 +108,7 @@ def test_check_only_reports_needs_drop_state_and_changes_nothing(job):
     assert {checked.tasks[f"upgrade.{task}"] for task in UPGRADE_TASKS} == {"skipped"}, checked.tasks
     found = checked.xcom("check_upgrade")
     assert (found["verdict"], found["would_upgrade"], found["drop_state"]) == ("needs drop_state", False, False), found
-    assert "expects key schema (_groupingexpression bigint)" in found["reason"], found
+    assert "expects key schema (_groupingexpression bigint, the query's key)" in found["reason"], found
     # Nothing of the job changed: same driver, generation and query, still committing; no stop, no savepoint.
     still_runs_untouched(job, before)
     assert sorted(p.name for p in (job.home / "checkpoints").iterdir()) == generations

@@ -99,6 +99,14 @@ def test_an_unknown_job_home_or_another_site_is_refused(client) -> None:
     assert client.triggered == []
 
 
+@pytest.mark.parametrize("path", ["/", "/api/job"])
+def test_an_unknown_job_home_is_no_such_job_and_names_no_other_home(client, path) -> None:
+    response = client.get(path, params={"home": "/etc"})
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no such job"}
+    assert "/jobs/orders" not in response.text, "the known job homes are not listed to whoever asks"
+
+
 def test_the_route_asks_airflow_whether_the_user_may_run_the_savepoint_dag() -> None:
     from airflow_kafka_stream.plugins import job_page
 

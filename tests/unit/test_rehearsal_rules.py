@@ -14,6 +14,7 @@ from airflow_kafka_stream.core.rehearsal import (
     RehearsalResult,
     Verdict,
     failure_kind,
+    grouping_names,
     python_error,
     schema_text,
     spark_error_line,
@@ -140,3 +141,39 @@ def test_a_failing_warm_up_does_not_fail_the_start(tmp_path):
         raise RuntimeError("no broker")
 
     assert bound_options(defined, while_waiting=broken)["startingOffsets"] == "latest"
+
+
+# The example pipeline's totals grouped by a struct field it names "key", changed to a number (Spark 4.2's error
+# and analyzed plan as a rehearsal got them, trimmed).
+KEY_EXPRESSION_CHANGED = """[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing state \
+key schema.
+Existing key_schema=StructType(StructField(_groupingexpression,StringType,true)) and new \
+key_schema=StructType(StructField(_groupingexpression,LongType,true))."""
+PLAN = """~Aggregate [cast(length(parsed#41.key) as bigint), date_trunc(minute, ts#7, Some(Etc/UTC)), region#9], \
+[cast(length(parsed#41.key) as bigint) AS key#52L, date_trunc(minute, ts#7, Some(Etc/UTC)) AS minute#53, region#9, \
+sum(parsed#41.amount) AS amount#54, count(1) AS events#55L]
++- ~Filter isnull(dead_letter_error#44)
+   +- ~Project [from_json(StructType(StructField(key,StringType,true)), cast(value#1 as string)) AS parsed#41]
+      +- ~StreamingRelationV2 kafka_stream, [key#0, value#1, ts#7, region#9]"""
+
+
+@pytest.mark.parametrize(("plan", "names", "why"), [
+    (PLAN, ("key", "minute", "region"), "1-expressions get their alias, a plain column its own name"),
+    (PLAN.replace("~Aggregate", "+- Aggregate"), ("key", "minute", "region"), "2-a nested aggregation"),
+    (PLAN + "\n" + PLAN.splitlines()[0], (), "3-two aggregations: which one failed is not known"),
+    ("~Project [a#1]", (), "4-no aggregation"),
+    ("~Aggregate [upper(k#1)], [count(1) AS n#2L]", ("",), "5-a key the query does not output has no name"),
+])
+def test_the_query_names_of_its_aggregations_keys_come_from_its_plan(plan, names, why):
+    assert grouping_names(plan) == names, why
+
+
+def test_a_key_spark_named_is_shown_with_the_querys_name_beside_it():
+    names = grouping_names(PLAN)
+    assert state_failure_reason(KEY_EXPRESSION_CHANGED, names) == (
+        "the new version's stateful operator expects key schema (_groupingexpression bigint, the query's key) but "
+        "the state holds (_groupingexpression string, the query's key): upgrade with drop_state, or keep the "
+        "state's schema")
+    assert "expects key schema (user_id string) but the state holds (user_id bigint)" in (
+        state_failure_reason(KEY_CHANGED, ("user_id",))), "a name the query gave itself is not repeated"
+    assert "(sum double; count bigint" not in state_failure_reason(VALUE_CHANGED, names), "only the key is named"
