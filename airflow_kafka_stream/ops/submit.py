@@ -28,7 +28,7 @@ from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError
-from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission
+from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Launcher, Submission, check_launch
 from airflow_kafka_stream.ops.results import SubmitResult
 from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
 from airflow_kafka_stream.storage.files import client_config_from_env, is_local
@@ -76,6 +76,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     """
     now = now or datetime.now(UTC)
     version = submission.app_version
+    check_launch(launcher, submission)  # bad input is refused before the job home is touched
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
                             existing_home=False) as record:

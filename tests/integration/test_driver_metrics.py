@@ -3,8 +3,10 @@
 An OTLP/HTTP receiver in the test (``tests/otlp_receiver.py``, decoding ``ExportMetricsServiceRequest``
 with opentelemetry-proto) gets every metric docs/metrics.md lists (``tests/metrics_doc.py``), savepoint age
 included, with their names, attributes and values; the Prometheus endpoint serves every documented name, and
-a real Prometheus server scraping it answers the documented queries by the job's ``stream_job`` label; nothing configured starts nothing; a malformed setting is refused at
-start, named; an endpoint that refuses connections leaves the job running with ``metrics.failing``.
+a real Prometheus server scraping it answers the documented queries by the job's ``stream_job`` label;
+nothing configured starts nothing; a malformed setting is refused at start, named, and ``submit`` refuses it
+before launching anything; an endpoint that refuses connections leaves the job running with
+``metrics.failing``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -20,6 +24,7 @@ from airflow_kafka_stream.core.metrics_settings import JOB_LABEL
 from airflow_kafka_stream.ops import savepoints
 from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
 from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.integration.cli_helpers import CONSOLE_SCRIPT, file_tree, write_job_json
 from tests.integration.test_exactly_once import PARTITIONS, Pipeline, end_offsets, events, pipelines  # noqa: F401
 from tests.kafka_utils import create_topic, produce, unique
 from tests.metrics_doc import documented_alert_expressions, documented_metrics, documented_queries
@@ -57,7 +62,7 @@ def test_every_documented_metric_reaches_otlp_and_prometheus_without_secrets(kaf
                          OTEL_RESOURCE_ATTRIBUTES=f"team=data,db.password={RESOURCE_SECRET}",
                          AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT="0", OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1")
         run, topic = start(tmp_path, kafka_bootstrap, pipelines, env)
-        run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
+        run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic), timeout=300)  # a loaded machine is slow
         run.wait_for(lambda: run.status().get("dead_letters") == 1, "the poison pill to be counted")
         last_batch = run.status()["last_batch_id"]
         job = {JOB_LABEL: "home", "app_version": "7"}
@@ -156,6 +161,49 @@ def test_malformed_interval_is_refused_at_start_naming_it(kafka_bootstrap, tmp_p
     assert run.wait_exit() != 0
     assert "InvalidInputError: OTEL_METRIC_EXPORT_INTERVAL='every minute'" in run.log_tail(), run.log_tail()
     assert run.status() == {}, "refused before it took the job: no status written"
+
+
+SUBMIT_REFUSALS = [
+    # id, the submitting environment, extra options, what the error names, why
+    ("interval", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_METRIC_EXPORT_INTERVAL": "every minute"},
+     [], ["OTEL_METRIC_EXPORT_INTERVAL='every minute'", "OTEL_METRIC_EXPORT_INTERVAL=60000",
+          "the environment of this submit"],
+     "a client-mode driver inherits the submit's environment: its bad interval is refused, with an example"),
+    ("prometheus-port", {"AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT": "99999"}, [],
+     ["AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT='99999' is not a port"], "a port outside 0-65535"),
+    ("cluster-driver-env", {}, ["--master", "yarn", "--deploy-mode", "cluster", "--job-home-shared",
+                                "--conf", "spark.yarn.appMasterEnv.OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318"],
+     ["OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL", "spark.yarn.appMasterEnv.",
+      "spark_conf: --conf"],
+     "a cluster-mode driver gets its variables from Spark settings: the refusal names the --conf"),
+]
+
+
+@pytest.mark.parametrize(("case", "bad", "options", "named", "why"), SUBMIT_REFUSALS,
+                         ids=[c[0] for c in SUBMIT_REFUSALS])
+def test_submit_refuses_bad_metrics_settings_before_launching_anything(tmp_path, case, bad, options, named, why):
+    """``submit`` exits 2 at once, naming the variable and how to fix it; no driver is launched (the
+    spark-submit given would leave a mark) and the job home is as it was."""
+    home = tmp_path / "home"
+    write_job_json(home, "127.0.0.1:9", "metrics-group", ["orders"])
+    before = file_tree(home)
+    marker = tmp_path / "spark-submit-ran"
+    fake = tmp_path / "spark-submit"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    fake.chmod(0o755)
+    started = time.monotonic()
+    done = subprocess.run([CONSOLE_SCRIPT, "submit", "--job-home", str(home), "--app-version", "2", "--topic",
+                           "orders", "--group", "metrics-group", "--output", str(tmp_path / "out"), "--no-wait",
+                           "--spark-submit", str(fake), *options],
+                          env={**driver_env(), **bad}, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, (why, done.stdout, done.stderr)
+    for text in named:
+        assert text in done.stderr, (why, done.stderr)
+    assert "nothing was launched" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists(), "no driver was launched"
+    assert file_tree(home) == before, "the job home is unchanged (no history record, no lock, no submission)"
+    assert elapsed < 20, f"refusing took {elapsed:.1f}s"
 
 
 def test_a_refusing_endpoint_leaves_the_job_running_and_says_metrics_fail(kafka_bootstrap, tmp_path,
