@@ -1,9 +1,10 @@
 """The driver's metrics through OpenTelemetry: OTLP push and a Prometheus scrape endpoint.
 
-Configured only by OpenTelemetry's own environment variables (see :func:`~airflow_kafka_stream.core.metrics_settings.read_settings`)
-and the Prometheus port setting; with nothing configured no exporter, reader or thread is made. The
-instruments are observable: the SDK's reader calls them back once per export interval (or per scrape)
-and they read the runtime's status document, so nothing runs per batch but a few assignments.
+Configured only by OpenTelemetry's own environment variables and the Prometheus port setting (see
+:func:`~airflow_kafka_stream.core.metrics_settings.read_settings`); with nothing configured no exporter,
+reader or thread is made. The instruments are observable: the SDK's reader calls them back once per export
+interval (or per scrape) and they read the runtime's status document, so nothing runs per batch but a few
+assignments.
 
 An export runs in the SDK's own background thread (``PeriodicExportingMetricReader``), bounded by
 ``OTEL_EXPORTER_OTLP_TIMEOUT``; what it cannot send is dropped (observable instruments hold only the

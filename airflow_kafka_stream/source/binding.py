@@ -88,7 +88,7 @@ def answered(path: str) -> dict | None:
     try:
         with open(answer_path(path), encoding="utf-8") as handle:
             return json.load(handle)
-    except (FileNotFoundError, ValueError):  # none yet (or half written: the writer renames, so never seen)
+    except (FileNotFoundError, ValueError):  # none yet (written whole by a rename; a damaged one is no answer)
         return None
 
 

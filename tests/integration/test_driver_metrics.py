@@ -165,8 +165,8 @@ def test_malformed_interval_is_refused_at_start_naming_it(kafka_bootstrap, tmp_p
 
 SUBMIT_REFUSALS = [
     # id, the submitting environment, extra options, what the error names, why
-    ("interval", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_METRIC_EXPORT_INTERVAL": "every minute"},
-     [], ["OTEL_METRIC_EXPORT_INTERVAL='every minute'", "OTEL_METRIC_EXPORT_INTERVAL=60000",
+    ("interval", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                  "OTEL_METRIC_EXPORT_INTERVAL": "every minute"}, [], ["OTEL_METRIC_EXPORT_INTERVAL='every minute'", "OTEL_METRIC_EXPORT_INTERVAL=60000",
           "the environment of this submit"],
      "a client-mode driver inherits the submit's environment: its bad interval is refused, with an example"),
     ("prometheus-port", {"AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT": "99999"}, [],
