@@ -48,6 +48,7 @@ OPTION_OF_SETTING = {
     "window": "--window",
     "kill_timeout": "--kill-timeout",
     "master": "--master",
+    "spark_conf": "--conf",
     "deploy_mode": "--deploy-mode",
     "executor_environment": "--executor-environment",
     "job_home_shared": "--job-home-shared",

@@ -16,11 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_stream.core.cluster import placement
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
 from airflow_kafka_stream.ops.spark_submit import (
     DRIVER_ENV_CONF,
     SubmitPlan,
+    check_metrics_env,
+    check_metrics_settings,
     plan_for,
     private_properties,
     start_detached,
@@ -80,6 +83,29 @@ class AirflowSparkLauncher:
     kafka: Mapping[str, Any]
     storage_options: Mapping[str, Any] | None = None
 
+    def check(self, submission: Submission, extra_env: Mapping[str, str] | None = None) -> None:
+        """Refuse, before anything starts, what the driver would refuse when it starts: its metrics settings,
+        the job's own or those it would get from Airflow's ``[metrics]``."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        try:
+            connection = SparkSubmitHook(conn_id=self.spark_conn_id, deploy_mode=submission.deploy_mode)._connection
+        except Exception:  # noqa: BLE001 - an undefined connection is refused by launch, with its way out
+            return
+        otel = self._airflow_otel(submission, extra_env)
+        if otel:
+            check_metrics_env(otel, "from Airflow's [metrics] otel_* settings, which the driver is given")
+        where = placement(connection["master"], submission.deploy_mode or connection["deploy_mode"])
+        check_metrics_settings(where, submission.spark_conf, {**os.environ, **(extra_env or {})},
+                               "the Airflow worker's environment")
+
+    @staticmethod
+    def _airflow_otel(submission: Submission, extra_env: Mapping[str, str] | None) -> dict[str, str]:
+        """Airflow's ``[metrics]`` OpenTelemetry settings for the driver, unless the job sets its own."""
+        if has_own_otel(os.environ, extra_env, submission.spark_conf):
+            return {}
+        return otel_env_from_airflow(airflow_otel_settings())
+
     def launch(self, submission: Submission, log_path: str,
                extra_env: Mapping[str, str] | None = None) -> LaunchedDriver:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -96,8 +122,7 @@ class AirflowSparkLauncher:
         plan = plan_for(submission, master=probe._connection["master"], job_home=self.job_home, kafka=self.kafka,
                         storage_options=self.storage_options, deploy_mode=probe._connection["deploy_mode"])
         spark = SparkSubmitHook(conn_id=self.spark_conn_id, **plan.hook_kwargs)
-        otel = ({} if has_own_otel(os.environ, spark._env, plan.driver_env, extra_env, submission.spark_conf)
-                else otel_env_from_airflow(airflow_otel_settings()))
+        otel = self._airflow_otel(submission, extra_env)
         if plan.where.driver_elsewhere:
             if otel and plan.where.manager in DRIVER_ENV_CONF:
                 plan.properties.update({DRIVER_ENV_CONF[plan.where.manager].format(k): v for k, v in otel.items()})

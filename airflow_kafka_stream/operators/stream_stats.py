@@ -1,7 +1,8 @@
 """What the Airflow tasks emit through Airflow's own ``Stats`` (StatsD or OpenTelemetry, as ``[metrics]`` says).
 
 Small and named ``airflow_kafka_stream.*`` (docs/metrics.md): an upgrade's duration and downtime, rollbacks,
-watchdog restarts and resets executed, each tagged with the job. Emitting never fails a task.
+watchdog restarts and resets executed, each tagged with the job (``stream_job``, as the driver's metrics). Emitting
+never fails a task.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow_kafka_stream.core.metrics_settings import JOB_LABEL, PREFIX
+
 log = logging.getLogger(__name__)
 
-PREFIX = "airflow_kafka_stream"
 UPGRADE_DURATION = f"{PREFIX}.upgrade.duration"
 UPGRADE_DOWNTIME = f"{PREFIX}.upgrade.downtime"
 UPGRADE_ROLLBACKS = f"{PREFIX}.upgrade.rollbacks"
@@ -31,7 +33,7 @@ def _stats():
 
 def incr(name: str, job: str | None) -> None:
     try:
-        _stats().incr(name, tags={"job": job or ""})
+        _stats().incr(name, tags={JOB_LABEL: job or ""})
     except Exception as exc:  # noqa: BLE001 - a metric must never fail a task
         log.warning("could not emit %s: %s", name, exc)
 
@@ -40,7 +42,7 @@ def timing(name: str, seconds: float | None, job: str | None) -> None:
     if seconds is None:
         return
     try:
-        _stats().timing(name, timedelta(seconds=seconds), tags={"job": job or ""})
+        _stats().timing(name, timedelta(seconds=seconds), tags={JOB_LABEL: job or ""})
     except Exception as exc:  # noqa: BLE001 - a metric must never fail a task
         log.warning("could not emit %s: %s", name, exc)
 

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
 
-__all__ = ["CLIENT_CONFIG_ENV", "EXAMPLE_PIPELINE", "LaunchedDriver", "Launcher", "Submission", "driver_name",
-           "example_pipeline_args"]
+__all__ = ["CLIENT_CONFIG_ENV", "EXAMPLE_PIPELINE", "LaunchedDriver", "Launcher", "Submission", "check_launch",
+           "driver_name", "example_pipeline_args"]
 
 
 EXAMPLE_PIPELINE = str(Path(__file__).resolve().parents[1] / "jobs" / "example_pipeline.py")
@@ -93,13 +93,25 @@ class LaunchedDriver:
 
 class Launcher(Protocol):
     """Starts a driver for a submission, detached: it returns once the driver is on its way, never waits for
-    the stream to end. ``extra_env`` is added to the driver's environment (a standby's token)."""
+    the stream to end. ``extra_env`` is added to the driver's environment (a standby's token).
+
+    A launcher may also have ``check(submission, extra_env)``, which refuses (InvalidInputError) what the
+    driver would refuse only once started, such as its OpenTelemetry settings: :func:`check_launch` calls it
+    before anything is recorded or started.
+    """
 
     #: The librdkafka settings the driver gets (secrets included): what a check before the launch reaches Kafka with.
     kafka: Mapping[str, Any]
 
     def launch(self, submission: Submission, log_path: str,
                extra_env: Mapping[str, str] | None = None) -> LaunchedDriver: ...
+
+
+def check_launch(launcher: Launcher, submission: Submission, extra_env: Mapping[str, str] | None = None) -> None:
+    """The launcher's refusals that need no driver (its ``check``; a launcher without one refuses nothing)."""
+    check = getattr(launcher, "check", None)
+    if check is not None:
+        check(submission, extra_env)
 
 
 def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequence[str], group: str,

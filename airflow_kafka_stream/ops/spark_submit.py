@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_kafka_stream.core.cluster import Placement, check_job_home_reach, placement
+from airflow_kafka_stream.core.metrics_settings import read_settings
 from airflow_kafka_stream.core.spark_settings import with_default_settings
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, LaunchedDriver, Submission, driver_name
@@ -84,6 +85,32 @@ def plan_submit(*, master: str, deploy_mode: str | None, spark_conf: Mapping[str
         properties = {DRIVER_ENV_CONF[where.manager].format(key): value for key, value in driver_env.items()}
     kwargs["conf"] = conf
     return SubmitPlan(where, kwargs, driver_env, archive, properties)
+
+
+def check_metrics_settings(where: Placement, spark_conf: Mapping[str, Any], inherited: Mapping[str, str],
+                           inherited_from: str) -> None:
+    """Refuse, before a driver is launched, the OpenTelemetry settings it would refuse when it starts
+    (``core.metrics_settings.read_settings``; docs/metrics.md), naming the variable and where it is set.
+
+    A driver on this machine inherits ``inherited`` (``inherited_from`` says whose environment that is); a
+    driver that the cluster starts (cluster mode on YARN or Kubernetes) gets only the Spark settings that
+    give it an environment variable (``spark.yarn.appMasterEnv.OTEL_...``).
+    """
+    if where.driver_elsewhere and where.manager in DRIVER_ENV_CONF:
+        prefix = DRIVER_ENV_CONF[where.manager].format("")
+        env = {key[len(prefix):]: str(value) for key, value in spark_conf.items() if key.startswith(prefix)}
+        check_metrics_env(env, f"set by the Spark setting {prefix}<variable>", "spark_conf")
+    else:
+        check_metrics_env(inherited, f"in {inherited_from}, which the driver inherits")
+
+
+def check_metrics_env(env: Mapping[str, str], source: str, setting: str | None = None) -> None:
+    """Refuse the OpenTelemetry settings of a driver's environment ``env`` that it would refuse at its start."""
+    try:
+        read_settings(env)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{exc} ({source}); the driver would refuse it when it starts, so nothing was "
+                                "launched", setting=setting) from None
 
 
 def _environment(choice: str | None, where: Placement, conf: dict[str, str], driver_python: str) -> str | None:
@@ -211,12 +238,21 @@ class SparkSubmitLauncher:
     storage_options: Mapping[str, Any] | None = None
     spark_submit: str | None = None
 
-    def launch(self, submission: Submission, log_path: str,
-               extra_env: Mapping[str, str] | None = None) -> LaunchedDriver:
+    def check(self, submission: Submission, extra_env: Mapping[str, str] | None = None) -> None:
+        """Refuse, before anything starts, what the driver would refuse when it starts: its metrics settings."""
+        check_metrics_settings(placement(self._master(submission), submission.deploy_mode), submission.spark_conf,
+                               {**os.environ, **(extra_env or {})}, "the environment of this submit")
+
+    def _master(self, submission: Submission) -> str:
         master = self.master or submission.master
         if not master:
             raise InvalidInputError(f"version {submission.app_version} records no Spark master; give one",
                                     setting="master")
+        return master
+
+    def launch(self, submission: Submission, log_path: str,
+               extra_env: Mapping[str, str] | None = None) -> LaunchedDriver:
+        master = self._master(submission)
         plan = plan_for(submission, master=master, job_home=self.job_home, kafka=self.kafka,
                         storage_options=self.storage_options)
         command = self.command(plan, master, submission.program)

@@ -28,7 +28,7 @@ from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.launcher import Launcher, Submission
+from airflow_kafka_stream.ops.launcher import Launcher, Submission, check_launch
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
 from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, TIMEOUT, WAITING, wait
@@ -56,6 +56,7 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
     app_version = submission.app_version
     rehearse = dict(rehearse or {})
     check = bool(rehearse.get("check"))
+    check_launch(launcher, submission)  # bad input is refused before anything changes
     with recorded_operation(home, "standby-launch", {"app_version": app_version, "rehearse": rehearse},
                             by=by) as record:
         found = home.standby_record()

@@ -34,6 +34,7 @@ from airflow_kafka_stream.ops.launcher import (
     LaunchedDriver,
     Launcher,
     Submission,
+    check_launch,
     example_pipeline_topics,
 )
 from airflow_kafka_stream.ops.results import SubmitResult
@@ -83,6 +84,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     """
     now = now or datetime.now(UTC)
     version = submission.app_version
+    check_launch(launcher, submission)  # bad input is refused before the job home is touched
     check_topics_exist(submission, launcher)
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,

@@ -146,7 +146,7 @@ def _summary(s: dict[str, Any]) -> str:
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
     if (s.get("metrics") or {}).get("failing"):
-        rows.append(("Metrics export", _cell(f"failing: {s['metrics'].get('last_error')}", css="bad")))
+        rows.append(("Metrics", _cell(f"failing: {s['metrics'].get('last_error')}", css="bad")))
     return '<table class="summary"><tbody>' + "".join(
         f"<tr><th>{escape(k)}</th>{v}</tr>" for k, v in rows) + "</tbody></table>"
 

@@ -67,7 +67,7 @@ def status_text(status: JobStatus) -> str:
     if status.dead_letters:
         lines.append(f"dead letters    {status.dead_letters}")
     if status.metrics and status.metrics.get("failing"):
-        lines.append(f"METRICS         export failing: {status.metrics.get('last_error')}")
+        lines.append(f"METRICS         failing: {status.metrics.get('last_error')}")
     if status.read_placement:
         lines.append(f"reads batches   {status.read_placement.get('reason')}")
     if status.stop_requested_at and JobState.parse(status.recorded_state) in (JobState.RUNNING, JobState.DRAINING):

@@ -55,6 +55,9 @@ class StreamConfig:
     sink_kind: str | None = None
     #: A warm standby that gets no go within this long ends itself (its upgrade died or forgot it).
     standby_max_wait_seconds: float = 3600.0
+    #: A warm standby reports READY only once the source of the query it started ahead of its go has answered
+    #: (Spark's Python process serving it is up); no answer within this long fails the standby before the stop.
+    standby_source_answer_seconds: float = 120.0
     #: The driver's Prometheus scrape endpoint (0: any free port, shown in the status); None: the
     #: ``AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT`` environment variable, else none. See docs/metrics.md.
     prometheus_port: int | None = None
@@ -70,6 +73,9 @@ class StreamConfig:
             raise InvalidInputError("give exactly one of topics or subscribe_pattern")
         if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
             raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
+        if not self.standby_source_answer_seconds > 0:
+            raise InvalidInputError("standby_source_answer_seconds must be a positive number of seconds, got "
+                                    f"{self.standby_source_answer_seconds!r}")
         if not self.clock_skew_seconds >= 0:
             raise InvalidInputError(f"clock_skew_seconds must be 0 or more seconds, got {self.clock_skew_seconds!r}")
         check_client_config(self.client_config())  # the same refusal the control plane gives

@@ -1,15 +1,17 @@
 """The driver's metrics through OpenTelemetry: OTLP push and a Prometheus scrape endpoint.
 
-Configured only by OpenTelemetry's own environment variables (see :func:`metric_values.read_settings`)
-and the Prometheus port setting; with nothing configured no exporter, reader or thread is made. The
-instruments are observable: the SDK's reader calls them back once per export interval (or per scrape)
-and they read the runtime's status document, so nothing runs per batch but a few assignments.
+Configured only by OpenTelemetry's own environment variables and the Prometheus port setting (see
+:func:`~airflow_kafka_stream.core.metrics_settings.read_settings`); with nothing configured no exporter,
+reader or thread is made. The instruments are observable: the SDK's reader calls them back once per export
+interval (or per scrape) and they read the runtime's status document, so nothing runs per batch but a few
+assignments.
 
 An export runs in the SDK's own background thread (``PeriodicExportingMetricReader``), bounded by
 ``OTEL_EXPORTER_OTLP_TIMEOUT``; what it cannot send is dropped (observable instruments hold only the
 current values, so memory stays bounded). A failed export is logged once per interval and shown in the
-status (``metrics.failing``); the job never waits for it. Part of
-:class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+status (``metrics.failing``); the job never waits for it. A figure that cannot be read (a callback that
+raises, the savepoint listing failing) is left out of the export, logged once at warning and shown the same
+way until it reads again. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
 """
 
 from __future__ import annotations
@@ -22,19 +24,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_kafka_stream.core.metrics_settings import CONSOLE, OTLP, PROMETHEUS, MetricsSettings, read_settings
 from airflow_kafka_stream.runtime.metric_values import (
-    CONSOLE,
     METRICS,
-    OTLP,
-    PROMETHEUS,
     BatchFigures,
-    MetricsSettings,
     Point,
     batch_figures,
     job_attributes,
     metric_points,
     partition_lag,
-    read_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -42,8 +40,9 @@ log = logging.getLogger(__name__)
 #: How long the end of a run waits for the last export (the job's exit never waits longer; half a second
 #: when the exports already fail).
 CLOSE_TIMEOUT_SECONDS = 3.0
-#: The newest savepoint is looked up at most this often (a listing of the job home's savepoints).
-SAVEPOINT_LOOKUP_SECONDS = 60.0
+#: The newest savepoint is looked up once per export interval, but never more often than this (a listing of
+#: the job home's savepoints and a read of each manifest).
+SAVEPOINT_LOOKUP_SECONDS = 10.0
 #: The SDK exporters' own loggers: their messages about a failed export become ours, once per interval.
 EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.metric_exporter",
                     "opentelemetry.exporter.otlp.proto.grpc.exporter",
@@ -76,10 +75,44 @@ class ExportHealth(logging.Filter):
             self.failing, self._message = False, None
             return
         cause = _without_userinfo(error or self._message or "the export failed")
-        self.last_error = f"{self.where}: {cause}"[:300]
+        self.last_error = f"export to {self.where}: {cause}"[:300]
         self._message = None
         self.failing = True
         log.warning("metrics export to %s failed (dropped; the job is not affected): %s", self.where, cause)
+
+
+class FigureHealth:
+    """The figures that could not be read: each is logged once at warning when it starts failing (not at every
+    export) and shown in the status until it reads again."""
+
+    def __init__(self) -> None:
+        self._errors: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def read(self, what: str, reader: Callable[[], Any], default: Any) -> Any:
+        """``reader()``, or ``default`` when it raises (the failure kept under ``what``)."""
+        try:
+            value = reader()
+        except Exception as exc:  # noqa: BLE001 - a figure must never fail the job; it shows as failing
+            error = _without_userinfo(f"{what} not read: {type(exc).__name__}: {exc}")[:300]
+            with self._lock:
+                first = what not in self._errors
+                self._errors[what] = error
+            if first:
+                log.warning("metrics: %s (left out of the export until it reads again; logged once)", error)
+            return default
+        if what in self._errors:
+            with self._lock:
+                again = self._errors.pop(what, None) is not None
+            if again:
+                log.info("metrics: %s reads again", what)
+        return value
+
+    @property
+    def last_error(self) -> str | None:
+        """One failing figure's error (None when every figure reads)."""
+        with self._lock:
+            return next(iter(self._errors.values()), None)
 
 
 def _observed(base: type, health: ExportHealth) -> type:
@@ -114,6 +147,9 @@ class JobMetrics:
         self._server = None
         self.prometheus_port: int | None = settings.prometheus_port
         self._start_error: str | None = None
+        self.figures = FigureHealth()
+        #: How often the runtime looks up the newest savepoint: with each export, at most every 10 s.
+        self.savepoint_lookup_seconds = max(settings.interval_seconds, SAVEPOINT_LOOKUP_SECONDS)
         where = settings.endpoint or "the OTLP default endpoint"
         self.health = ExportHealth(_without_userinfo(where)) if OTLP in settings.exporters else None
 
@@ -190,7 +226,8 @@ class JobMetrics:
         from opentelemetry.metrics import Observation
 
         def observe(_options):
-            return [Observation(value, attributes) for value, attributes in self._current().get(name, [])]
+            return self.figures.read(name, lambda: [Observation(value, attributes)
+                                                    for value, attributes in self._current().get(name, [])], [])
 
         return observe
 
@@ -199,17 +236,19 @@ class JobMetrics:
         with self._cache_lock:
             now = time.monotonic()
             if self._cache is None or now - self._cache[0] > 0.5:
-                try:
-                    self._cache = (now, self._points())
-                except Exception as exc:  # noqa: BLE001 - a metric must never fail the job
-                    log.warning("metrics: reading the job's figures failed: %s", exc)
+                points = self.figures.read("the job's figures", self._points, None)
+                if points is None:
                     return {}
+                self._cache = (now, points)
             return self._cache[1]
 
     def status_field(self) -> dict[str, Any]:
-        """``status.json``'s ``metrics``: the exporters, whether the export fails, its last error, the port."""
-        failing = self._start_error is not None or (self.health is not None and self.health.failing)
-        error = self._start_error or (self.health.last_error if self.health is not None and failing else None)
+        """``status.json``'s ``metrics``: the exporters, whether the export or a figure fails, its last error,
+        the port."""
+        exporting = self.health is not None and self.health.failing
+        figure_error = self.figures.last_error
+        failing = self._start_error is not None or exporting or figure_error is not None
+        error = self._start_error or (self.health.last_error if exporting else None) or figure_error
         return {"exporters": list(self.settings.exporters), "failing": failing, "last_error": error,
                 "prometheus_port": self.prometheus_port if self._server is not None else None}
 
@@ -279,16 +318,16 @@ class RuntimeMetrics:
         return partition_lag(highs, offsets)
 
     def _newest_savepoint(self) -> float | None:
-        """When the job's newest savepoint was taken (epoch), looked up at most once a minute."""
+        """When the job's newest savepoint was taken (epoch), looked up once per export interval at most (a
+        lookup that fails keeps the last one found and shows as failing)."""
         looked_at, epoch = self._savepoint_seen
-        if time.monotonic() - looked_at < SAVEPOINT_LOOKUP_SECONDS:
-            return epoch
+        if time.monotonic() - looked_at >= self.metrics.savepoint_lookup_seconds:
+            epoch = self.metrics.figures.read("savepoint.age", self._look_up_newest_savepoint, epoch)
+            self._savepoint_seen = (time.monotonic(), epoch)
+        return epoch
+
+    def _look_up_newest_savepoint(self) -> float | None:
         from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
 
-        try:
-            manifests = list_savepoints(self.home.savepoints_url(), self.config.storage_options)
-            epoch = manifests[-1].created_at.timestamp() if manifests else None
-        except Exception as exc:  # noqa: BLE001 - no savepoint age this time
-            log.debug("metrics: listing the savepoints failed: %s", exc)
-        self._savepoint_seen = (time.monotonic(), epoch)
-        return epoch
+        manifests = list_savepoints(self.home.savepoints_url, self.config.storage_options)
+        return manifests[-1].created_at.timestamp() if manifests else None

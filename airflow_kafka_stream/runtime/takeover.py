@@ -29,7 +29,7 @@ from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.standby import rehearse
-from airflow_kafka_stream.source.binding import write_cancelled, write_waiting
+from airflow_kafka_stream.source.binding import answered, write_cancelled, write_waiting
 from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.operation import recorded_operation
@@ -45,6 +45,8 @@ GO_RELEASE_POLL_SECONDS = 0.01
 
 #: How long a query started ahead waits for its go beyond the standby's own longest wait.
 AHEAD_WAIT_MARGIN_SECONDS = 60.0
+#: How often a standby looks for the answer of the source of its query started ahead.
+ANSWER_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,9 @@ class Takeover:
         """Start the job's query before the go on the current generation's checkpoint, its source waiting for its
         binding (``source/binding.py``): Spark's query start, the Python process serving the source and this
         package's imports are then done while the old version still runs, instead of after the go (measured:
-        0.85 s of a 2.5 s handover). Spark reads nothing of the checkpoint before the source is made. Best effort:
-        any failure leaves the usual start after the go."""
+        0.85 s of a 2.5 s handover). Spark reads nothing of the checkpoint before the source is made. A query
+        that cannot start leaves the usual start after the go; one that starts must have its source answer
+        (:meth:`_await_source_answer`) before the standby may report READY."""
         generation = self.home.current_generation()
         if generation is None or self._binding_file is None:
             return
@@ -153,8 +156,28 @@ class Takeover:
             self._bind_for_run()
             return
         self._ahead = StartedAhead(query, location)
-        log.info("job %s: the standby's query started ahead of the go on %s; its source waits for the go",
-                 self.config.job_name, location)
+        self._await_source_answer(query)
+        log.info("job %s: the standby's query started ahead of the go on %s; its source answered and waits for "
+                 "the go", self.config.job_name, location)
+
+    def _await_source_answer(self, query) -> None:
+        """Until the source of the query started ahead answers from Spark's Python process that serves it
+        (``source/binding.py``): READY must mean that process is up. Raises (the standby fails, and its upgrade
+        ends before the old version is stopped) when the query ends first or no answer comes in time."""
+        timeout = self.config.standby_source_answer_seconds
+        deadline = time.monotonic() + timeout
+        while answered(self._binding_file) is None:
+            if not query.isActive:
+                raise JobStateError(f"the query the standby started ahead of its go ended before its source came "
+                                    f"up: {query.exception() or 'no error given'}")
+            if time.monotonic() > deadline:
+                raise JobStateError(
+                    f"the source of the query the standby started ahead of its go did not answer within {timeout:g}s "
+                    "(Spark's Python process that serves it did not come up or connect back; a loaded machine is "
+                    "the usual cause): the standby is not READY, so the upgrade ends before the old version is "
+                    "stopped. Try again when the machine has room, or give StreamConfig.standby_source_answer_seconds "
+                    "more time")
+            time.sleep(ANSWER_POLL_SECONDS)
 
     def _adopt_ahead(self):
         """After the take: the query started ahead, now bound to this run's options, when it waits on the

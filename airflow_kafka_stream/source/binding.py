@@ -14,6 +14,11 @@ that serves the source, this package's imports) while the old version still runs
 ``streamReader`` waits there, before Spark has read anything of the checkpoint. After the go the runtime
 writes the run's options and the query goes on; a query it cannot use (another generation was chosen, the
 standby ended) is *cancelled*: its reader raises and the runtime stops it, having read and written nothing.
+
+A source that holds there has *answered*: it writes a small file beside the binding file (:func:`answered`),
+from Spark's Python process that serves it, once warm. The standby reports READY only after that answer, so
+READY means that process came up and connected back to Spark (under load it may not: then the standby fails
+before the old version is stopped, instead of the new version failing after it).
 """
 
 from __future__ import annotations
@@ -64,8 +69,27 @@ def write_binding(path: str, options: Mapping[str, str]) -> None:
 
 
 def write_waiting(path: str, wait_seconds: float) -> None:
-    """Make a query started now wait in its source for :func:`write_binding` (at most ``wait_seconds``)."""
+    """Make a query started now wait in its source for :func:`write_binding` (at most ``wait_seconds``); the
+    answer of an earlier start is removed first, so :func:`answered` tells of this one."""
+    try:
+        os.remove(answer_path(path))
+    except FileNotFoundError:
+        pass
     _write(path, {PENDING_KEY: WAITING, "until": time.time() + wait_seconds})
+
+
+def answer_path(path: str) -> str:
+    """Where a source waiting for its binding says it is up (beside the binding file)."""
+    return f"{path}.answered"
+
+
+def answered(path: str) -> dict | None:
+    """The answer of the source waiting on ``path`` (its process id and time), None before it answered."""
+    try:
+        with open(answer_path(path), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (FileNotFoundError, ValueError):  # none yet (written whole by a rename; a damaged one is no answer)
+        return None
 
 
 def write_cancelled(path: str) -> None:
@@ -92,16 +116,17 @@ def _read(path: str) -> dict:
 
 
 def _wait_while_pending(path: str, bound: dict, while_waiting: Callable[[], None] | None) -> dict:
-    """The options once the file holds them, ``while_waiting`` run once first; raises when the start is cancelled,
-    outlives its wait, or the process that started this one (Spark's JVM) is gone, so a waiting source never
-    outlives its query."""
+    """The options once the file holds them, ``while_waiting`` run once first, then the answer written; raises
+    when the start is cancelled, outlives its wait, or the process that started this one (Spark's JVM) is gone,
+    so a waiting source never outlives its query."""
     parent = os.getppid()
     if while_waiting is not None:
         try:
             while_waiting()
         except Exception:  # noqa: BLE001, S110 - a warm-up; the run does the same work itself when it failed
             pass
-        bound = _read(path)
+    _write(answer_path(path), {"pid": os.getpid(), "at": time.time()})
+    bound = _read(path)
     while PENDING_KEY in bound:
         if bound[PENDING_KEY] != WAITING:
             raise InvalidInputError("this query was started ahead of a standby's go and is not used (the standby "

@@ -1,9 +1,12 @@
 """The driver's metrics through OpenTelemetry, from the example pipeline run as a real driver process.
 
 An OTLP/HTTP receiver in the test (``tests/otlp_receiver.py``, decoding ``ExportMetricsServiceRequest``
-with opentelemetry-proto) gets the job's metrics with their names, attributes and values; the Prometheus
-endpoint serves the same names; nothing configured starts nothing; a malformed setting is refused at
-start, named; an endpoint that refuses connections leaves the job running with ``metrics.failing``.
+with opentelemetry-proto) gets every metric docs/metrics.md lists (``tests/metrics_doc.py``), savepoint age
+included, with their names, attributes and values; the Prometheus endpoint serves every documented name, and
+a real Prometheus server scraping it answers the documented queries by the job's ``stream_job`` label;
+nothing configured starts nothing; a malformed setting is refused at start, named, and ``submit`` refuses it
+before launching anything; an endpoint that refuses connections leaves the job running with
+``metrics.failing``.
 """
 
 from __future__ import annotations
@@ -11,15 +14,22 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import time
 import urllib.request
 
 import pytest
 
-from airflow_kafka_stream.runtime.metric_values import METRIC_NAMES
+from airflow_kafka_stream.core.metrics_settings import JOB_LABEL
+from airflow_kafka_stream.ops import savepoints
 from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.integration.cli_helpers import CONSOLE_SCRIPT, file_tree, write_job_json
 from tests.integration.test_exactly_once import PARTITIONS, Pipeline, end_offsets, events, pipelines  # noqa: F401
 from tests.kafka_utils import create_topic, produce, unique
+from tests.metrics_doc import documented_alert_expressions, documented_metrics, documented_queries
 from tests.otlp_receiver import OtlpReceiver
+from tests.prometheus_server import PrometheusServer
 
 pytestmark = pytest.mark.integration
 
@@ -44,17 +54,18 @@ def start(tmp_path, kafka_bootstrap, pipelines, env, *extra, records: int = 60):
     return run, topic
 
 
-def test_otlp_and_prometheus_export_the_jobs_metrics_without_secrets(kafka_bootstrap, tmp_path, pipelines):  # noqa: F811
+def test_every_documented_metric_reaches_otlp_and_prometheus_without_secrets(kafka_bootstrap, tmp_path,
+                                                                             pipelines):  # noqa: F811
     receiver = OtlpReceiver()
     try:
         env = driver_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_METRIC_EXPORT_INTERVAL="500",
                          OTEL_RESOURCE_ATTRIBUTES=f"team=data,db.password={RESOURCE_SECRET}",
                          AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT="0", OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1")
         run, topic = start(tmp_path, kafka_bootstrap, pipelines, env)
-        run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic))
+        run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic), timeout=300)  # a loaded machine is slow
         run.wait_for(lambda: run.status().get("dead_letters") == 1, "the poison pill to be counted")
         last_batch = run.status()["last_batch_id"]
-        job = {"job": "home", "app_version": "7"}
+        job = {JOB_LABEL: "home", "app_version": "7"}
 
         def value(name: str, **attrs) -> float | None:
             return receiver.latest().get((f"airflow_kafka_stream.{name}", tuple(sorted({**job, **attrs}.items()))))
@@ -70,8 +81,14 @@ def test_otlp_and_prometheus_export_the_jobs_metrics_without_secrets(kafka_boots
         run.wait_for(lambda: all(value("lag.records", topic=topic, partition=p) == 0 for p in range(PARTITIONS))
                      and all(value("lag.seconds", topic=topic, partition=p) == 0 for p in range(PARTITIONS)),
                      "no lag in records or seconds on every partition", timeout=30)
-        assert set(METRIC_NAMES) - {"airflow_kafka_stream.savepoint.age"} <= receiver.names() | {
-            "airflow_kafka_stream.batch.delay"}, "every metric but those without a value yet"
+
+        # A savepoint taken while it runs: its age is exported within a lookup (every 10 s at this interval).
+        taken = savepoints.create(JobHome(str(run.home)))
+        documented = documented_metrics()
+        run.wait_for(lambda: set(documented) <= receiver.names(), "every documented metric at the receiver: "
+                     f"{sorted(set(documented) - receiver.names())} missing", timeout=45)
+        assert 0 <= value("savepoint.age") < 60, taken
+        assert run.status()["metrics"]["failing"] is False, run.status()["metrics"]
 
         # No secret in any attribute, the job's or the resource's.
         with receiver.lock:
@@ -79,21 +96,46 @@ def test_otlp_and_prometheus_export_the_jobs_metrics_without_secrets(kafka_boots
         assert not [a for a in attributes if SECRET in a or RESOURCE_SECRET in a or "password" in a]
         assert '"team": "data"' in attributes[0]
 
-        # The Prometheus endpoint serves the same names (dots as underscores, Prometheus's unit suffixes).
+        # The Prometheus endpoint serves every documented metric under its documented name.
         metrics = run.status()["metrics"]
         assert metrics["exporters"] == ["otlp", "prometheus"] and metrics["failing"] is False, metrics
         text = urllib.request.urlopen(f"http://127.0.0.1:{metrics['prometheus_port']}/metrics", timeout=10).read()
         served = {line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")}
-        for name in receiver.names():
-            base = name.replace(".", "_")
-            assert {base, f"{base}_total", f"{base}_seconds"} & served, f"{name} not served: {sorted(served)}"
+        assert not {n for n in documented.values() if n not in served}, f"not served; served: {sorted(served)}"
         assert SECRET.encode() not in text and RESOURCE_SECRET.encode() not in text
+
+        # A real Prometheus scraping the endpoint answers the documented queries by the job's name.
+        scraped_by_prometheus(metrics["prometheus_port"], documented)
 
         run.request_stop()
         assert run.wait_exit() == 0, run.log_tail()
         assert value("up") == 0.0 and value("state") == 0.0, "the last export says it stopped"
     finally:
         receiver.close()
+
+
+def scraped_by_prometheus(port: int, documented: dict[str, str]) -> None:
+    """Prometheus scrapes the driver as the scrape job ``kafka-stream-drivers``: each documented metric and
+    each documented panel query has series labelled ``stream_job="home"`` (the job's name, not renamed to
+    ``exported_job``, not the scrape job's), and every documented alert expression is valid PromQL."""
+    prometheus = PrometheusServer([f"127.0.0.1:{port}"])
+    try:
+        def of_the_job(series: list[dict]) -> bool:
+            return bool(series) and all(s["metric"].get(JOB_LABEL) == "home" for s in series)
+
+        prometheus.wait_for(f'airflow_kafka_stream_up{{{JOB_LABEL}="home"}}', of_the_job, timeout=60)
+        for name in documented.values():
+            series = prometheus.wait_for(name, of_the_job, timeout=10)
+            assert all(s["metric"]["job"] == "kafka-stream-drivers" and "exported_job" not in s["metric"]
+                       for s in series), series
+        for expression in documented_queries():
+            prometheus.wait_for(expression, of_the_job, timeout=15)
+        for expression in documented_alert_expressions():
+            prometheus.query(expression)  # valid PromQL (an alert that does not fire has no series)
+        lag = prometheus.query(documented_queries()[0])
+        assert {s["metric"]["partition"] for s in lag} == {str(p) for p in range(PARTITIONS)}, lag
+    finally:
+        prometheus.close()
 
 
 def test_nothing_configured_starts_no_exporter_and_sends_nothing(kafka_bootstrap, tmp_path, pipelines):  # noqa: F811
@@ -119,6 +161,49 @@ def test_malformed_interval_is_refused_at_start_naming_it(kafka_bootstrap, tmp_p
     assert run.wait_exit() != 0
     assert "InvalidInputError: OTEL_METRIC_EXPORT_INTERVAL='every minute'" in run.log_tail(), run.log_tail()
     assert run.status() == {}, "refused before it took the job: no status written"
+
+
+SUBMIT_REFUSALS = [
+    # id, the submitting environment, extra options, what the error names, why
+    ("interval", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+                  "OTEL_METRIC_EXPORT_INTERVAL": "every minute"}, [], ["OTEL_METRIC_EXPORT_INTERVAL='every minute'", "OTEL_METRIC_EXPORT_INTERVAL=60000",
+          "the environment of this submit"],
+     "a client-mode driver inherits the submit's environment: its bad interval is refused, with an example"),
+    ("prometheus-port", {"AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT": "99999"}, [],
+     ["AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT='99999' is not a port"], "a port outside 0-65535"),
+    ("cluster-driver-env", {}, ["--master", "yarn", "--deploy-mode", "cluster", "--job-home-shared",
+                                "--conf", "spark.yarn.appMasterEnv.OTEL_EXPORTER_OTLP_ENDPOINT=collector:4318"],
+     ["OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL", "spark.yarn.appMasterEnv.",
+      "spark_conf: --conf"],
+     "a cluster-mode driver gets its variables from Spark settings: the refusal names the --conf"),
+]
+
+
+@pytest.mark.parametrize(("case", "bad", "options", "named", "why"), SUBMIT_REFUSALS,
+                         ids=[c[0] for c in SUBMIT_REFUSALS])
+def test_submit_refuses_bad_metrics_settings_before_launching_anything(tmp_path, case, bad, options, named, why):
+    """``submit`` exits 2 at once, naming the variable and how to fix it; no driver is launched (the
+    spark-submit given would leave a mark) and the job home is as it was."""
+    home = tmp_path / "home"
+    write_job_json(home, "127.0.0.1:9", "metrics-group", ["orders"])
+    before = file_tree(home)
+    marker = tmp_path / "spark-submit-ran"
+    fake = tmp_path / "spark-submit"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    fake.chmod(0o755)
+    started = time.monotonic()
+    done = subprocess.run([CONSOLE_SCRIPT, "submit", "--job-home", str(home), "--app-version", "2", "--topic",
+                           "orders", "--group", "metrics-group", "--output", str(tmp_path / "out"), "--no-wait",
+                           "--spark-submit", str(fake), *options],
+                          env={**driver_env(), **bad}, capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2, (why, done.stdout, done.stderr)
+    for text in named:
+        assert text in done.stderr, (why, done.stderr)
+    assert "nothing was launched" in done.stderr and "Traceback" not in done.stderr
+    assert not marker.exists(), "no driver was launched"
+    assert file_tree(home) == before, "the job home is unchanged (no history record, no lock, no submission)"
+    assert elapsed < 20, f"refusing took {elapsed:.1f}s"
 
 
 def test_a_refusing_endpoint_leaves_the_job_running_and_says_metrics_fail(kafka_bootstrap, tmp_path,

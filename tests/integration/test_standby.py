@@ -1,7 +1,7 @@
 """The warm standby's handoff steps with real drivers (example pipeline processes), a real broker, no Airflow.
 
-One job, fed continuously, runs for the whole module. Standbys that cannot come up, never become ready or
-come second leave it running untouched; a standby killed at each step of the handoff leaves a job that
+One job, fed continuously, runs for the whole module. Standbys that cannot come up, never become ready (their
+source never answers, say) or come second leave it running untouched; a standby killed at each step of the handoff leaves a job that
 restarts cleanly; record by record, nothing is lost or duplicated across it all. The Airflow upgrade through
 a standby is in test_airflow_upgrade.py.
 """
@@ -25,6 +25,7 @@ from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.ops.launcher import LaunchedDriver, Launcher, Submission
 from airflow_kafka_stream.ops.standby import hand_over, launch_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
+from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD, JobHome
 from airflow_kafka_stream.storage.processes import process_alive
 from tests.conftest import ROOT
@@ -158,6 +159,23 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
     task.on_kill()
     assert process_alive(killed.pid, killed.host) is False, "the killed task's standby was ended"
     assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    runs_untouched(job, before)
+
+
+def test_a_standby_whose_source_never_answers_is_never_ready_and_the_upgrade_ends_before_the_stop(job):
+    """READY means the query started ahead of the go has its source up (it answered from Spark's Python process
+    that serves it): a version whose source hangs there is no READY standby, and the upgrade through it is
+    refused before the old version is asked to stop, which keeps running untouched."""
+    before = job.status()
+    options = UpgradeOptions(standby_ready_timeout_seconds=300, poll_seconds=0.2)
+    with pytest.raises(JobStateError, match="failed before any downtime") as failed:
+        upgrade(job.jobhome, Submission("8"), job.launcher(APPS / "silent_source_version.py"),
+                {"bootstrap.servers": job.bootstrap}, options)
+    assert "did not answer within 15s" in str(failed.value), str(failed.value)
+    record = job.jobhome.read_control(STANDBY_RECORD)
+    assert record["state"] == rules.FAILED and record["version"] == "8", record
+    assert "ready_at" not in record, "the standby never reported READY"
+    assert not process_alive(record["pid"], record["host"]), "the standby's process was ended"
     runs_untouched(job, before)
 
 

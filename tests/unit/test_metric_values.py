@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_kafka_stream.core.metrics_settings import JOB_LABEL, read_settings
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.runtime.metric_values import (
@@ -15,7 +16,6 @@ from airflow_kafka_stream.runtime.metric_values import (
     job_attributes,
     metric_points,
     partition_lag,
-    read_settings,
 )
 
 EP = "http://collector:4318"
@@ -140,7 +140,7 @@ def test_batch_and_age_points():
     assert points["airflow_kafka_stream.savepoint.age"] == [(600.0, JOB)]
     assert partition_lag(None, {("t", 0): 1}) is None
     assert batch_figures(1, 0, {}, None, None).rows_per_second is None
-    assert job_attributes("j", None) == {"job": "j"}, "no version, no attribute"
+    assert job_attributes("j", None) == {JOB_LABEL: "j"}, "no version, no attribute"
 
 
 def test_status_document_metrics_field_and_texts():
@@ -153,12 +153,12 @@ def test_status_document_metrics_field_and_texts():
     assert StatusDocument.parse({"state": "RUNNING"}).metrics is None, "absent when metrics are off"
     assert StatusDocument.parse({"state": "RUNNING", "metrics": "x"}).metrics is None, "odd values read as absent"
     html = _summary({"state": "RUNNING", "metrics": {"failing": True, "last_error": "refused"}})
-    assert "Metrics export" in html and "failing: refused" in html
+    assert ">Metrics<" in html and "failing: refused" in html
     from airflow_kafka_stream.ops.results import JobStatus
 
     status = JobStatus("h", "j", "RUNNING", True, False, "1", 1.0, 1, 3, None, "g", ["t"], None, None, None, None,
                        None, None, metrics={"failing": True, "last_error": "refused"})
-    assert "METRICS         export failing: refused" in status_text(status)
+    assert "METRICS         failing: refused" in status_text(status)
 
 
 AIRFLOW = [

@@ -66,6 +66,9 @@ NO_SETTING = {
     ("ops/watchdog.py", "watch", "WatchdogGaveUp"): (1, "the watchdog gave up: the job's failure must be fixed"),
     ("ops/upgrade.py", "decide_outcome", "JobStateError"):
         (1, "the upgrade failed before any downtime: its standby or stop step says why; nothing changed"),
+    ("core/metrics_settings.py", "*", "InvalidInputError"):
+        (6, "a driver's OpenTelemetry variable, named in the message with its fix: no option or parameter gives "
+            "it (ops/spark_submit.check_metrics_env names spark_conf when a Spark setting sets it)"),
     ("core/checkpoint_log.py", "*", "CheckpointFormatError"):
         (12, "a damaged or foreign checkpoint file: restored from a savepoint, not set"),
     ("core/kafka_sources.py", "KafkaSources.require_one_position_per_partition", "InvalidInputError"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -21,7 +22,13 @@ from airflow_kafka_stream.core.rehearsal import (
     state_failure_reason,
 )
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.source.binding import bound_options, write_binding, write_cancelled, write_waiting
+from airflow_kafka_stream.source.binding import (
+    answered,
+    bound_options,
+    write_binding,
+    write_cancelled,
+    write_waiting,
+)
 from airflow_kafka_stream.source.source_options import parse_source_options
 
 # Spark 4.2's own messages, as a rehearsal received them (trimmed after the first lines).
@@ -117,6 +124,22 @@ def test_a_query_started_ahead_waits_for_its_binding_and_warms_up_once_meanwhile
     bound = bound_options(defined, while_waiting=lambda: warmed.append(1))
     assert time.monotonic() - began >= 0.25, "it returned before the binding was written"
     assert bound["drainPath"] == "/home/control" and warmed == [1]
+
+
+def test_a_source_waiting_for_its_binding_answers_once_warm_and_a_new_wait_forgets_the_answer(tmp_path):
+    """The standby reports READY only on this answer (runtime/takeover.py): it comes from the process that serves
+    the source, after its warm-up, while it still waits; a later start ahead must answer again."""
+    path = str(tmp_path / "binding.json")
+    defined = {"subscribe": "orders", "bindingPath": path}
+    write_waiting(path, 60)
+    assert answered(path) is None, "no answer before the source came up"
+    seen: list[dict | None] = []
+    threading.Timer(0.3, lambda: (seen.append(answered(path)), write_binding(path, defined))).start()
+    bound_options(defined, while_waiting=lambda: seen.append(answered(path)))
+    assert seen[0] is None, "the warm-up comes first"
+    assert seen[1] is not None and seen[1]["pid"] == os.getpid(), "answered while still waiting for the go"
+    write_waiting(path, 60)
+    assert answered(path) is None, "a new start ahead waits for its own answer"
 
 
 def test_a_query_started_ahead_and_not_used_fails_before_reading(tmp_path):

@@ -172,3 +172,46 @@ def test_a_submission_without_a_version_is_refused_naming_it():
     with pytest.raises(InvalidInputError, match="app_version is empty") as refused:
         Submission(" ")
     assert refused.value.settings == ("app_version",)
+
+
+OTEL_REFUSALS = [
+    # id, spark connection extra, spark_conf, worker environment, Airflow [metrics] settings, named, parameter, why
+    ("cluster-conf", {"deploy-mode": "cluster"},
+     {"spark.yarn.appMasterEnv.OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+      "spark.yarn.appMasterEnv.OTEL_METRIC_EXPORT_INTERVAL": "soon"}, {}, {},
+     "OTEL_METRIC_EXPORT_INTERVAL='soon'", "StreamSubmitOperator parameter: spark_conf",
+     "a cluster driver's variable set through spark_conf names that parameter"),
+    ("worker-env", {}, {}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_METRICS_EXPORTER": "otlp,zipkin"},
+     {}, "OTEL_METRICS_EXPORTER names zipkin", "the Airflow worker's environment",
+     "a client-mode driver inherits the worker's environment"),
+    ("airflow-metrics", {}, {}, {}, {"OTEL_ON": "True", "OTEL_INTERVAL_MILLISECONDS": "often"},
+     "OTEL_METRIC_EXPORT_INTERVAL='often'", "Airflow's [metrics] otel_* settings",
+     "what the driver would get from Airflow's own [metrics] is checked too"),
+]
+
+
+@pytest.mark.parametrize(("case", "extra", "spark_conf", "env", "metrics", "named", "where", "why"), OTEL_REFUSALS,
+                         ids=[c[0] for c in OTEL_REFUSALS])
+def test_the_submit_operator_refuses_bad_metrics_settings_before_launching(monkeypatch, tmp_path, case, extra,
+                                                                          spark_conf, env, metrics, named, where, why):
+    """A task that would start a driver refusing its OpenTelemetry settings fails at once, naming the variable
+    and where it is set; nothing is launched and no job home is made."""
+    from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
+    from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+
+    set_connection(monkeypatch, "spark_otel", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra}))
+    set_connection(monkeypatch, "kafka_otel", json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "b:9"}}))
+    for name in [n for n in os.environ if n.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    for name, value in {**env, **{f"AIRFLOW__METRICS__{k}": v for k, v in metrics.items()}}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(AirflowSparkLauncher, "launch", lambda *a, **k: pytest.fail("a driver was launched"))
+    home = tmp_path / "home"
+    task = StreamSubmitOperator(task_id="submit", job_home=str(home), app_version="2", topics=["orders"],
+                                group="g", output_path=str(tmp_path / "out"), spark_conn_id="spark_otel",
+                                kafka_conn_id="kafka_otel", spark_conf=spark_conf, job_home_shared=True)
+    with pytest.raises(InvalidInputError) as refused:
+        task.execute({})
+    assert named in str(refused.value) and where in str(refused.value), (why, str(refused.value))
+    assert "nothing was launched" in str(refused.value)
+    assert not home.exists(), "no job home was made"
