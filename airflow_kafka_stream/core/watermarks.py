@@ -74,10 +74,12 @@ def ask_until_valid(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    retry_on: tuple[type[BaseException], ...] = (),
 ) -> dict[K, V]:
     """Answers for every key, asking again (only for the keys answered invalidly) for up to ``budget`` seconds.
 
-    ``ask`` gets the keys still wanted and returns an answer for each; its own errors propagate.
+    ``ask`` gets the keys still wanted and returns an answer for each; its own errors propagate, except those of
+    ``retry_on`` (Kafka's "ask again": a partition's leader is moving), which count as no answer for every key.
     When answers stay invalid, raises KafkaAccessError naming each key and its last answer.
     """
     deadline = clock() + budget
@@ -85,9 +87,13 @@ def ask_until_valid(
     settled: dict[K, V] = {}
     backoff = FIRST_BACKOFF
     while True:
-        answers = ask(pending)
-        invalid = {}
-        for key in pending:
+        try:
+            answers = ask(pending)
+        except retry_on as exc:
+            answers, invalid = {}, dict.fromkeys(pending, f"no answer ({exc})")
+        else:
+            invalid = {}
+        for key in pending if answers else ():
             why = problem(answers[key])
             if why is None:
                 settled[key] = answers[key]

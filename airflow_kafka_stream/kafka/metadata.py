@@ -166,13 +166,38 @@ def _list_offsets(
     return {TopicPartition(ktp.topic, ktp.partition): fut for ktp, fut in futures.items()}
 
 
+class LeaderMoving(KafkaAccessError):
+    """Kafka answered "ask again": a partition's leader is moving (a broker died, restarted or was replaced)."""
+
+
+#: Errors with which Kafka says a partition's leader is moving or not yet known: its own clients ask again once
+#: their metadata is fresh (Spark's connector retries its offset requests likewise).
+_LEADER_MOVING = frozenset(
+    {
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.BROKER_NOT_AVAILABLE,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
+
+
 def _results(config, partitions, *future_maps, timeout: float, what: str):
-    """Wait for every future; on failure, tell unknown partitions apart from access problems."""
+    """Wait for every future; on failure, tell unknown partitions and moving leaders apart from access problems."""
     results = []
     try:
         for futures in future_maps:
             results.append({tp: fut.result(timeout + 5) for tp, fut in futures.items()})
     except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if error is not None and (error.code() in _LEADER_MOVING or error.retriable()):
+            raise LeaderMoving(f"{what}: {error.name()}") from exc
         try:
             check_partitions_exist(config, partitions, timeout)
         except KafkaAccessError:
@@ -210,7 +235,8 @@ def watermarks(
         return {tp: (low[tp].offset, high[tp].offset) for tp in pending}
 
     budget = timeout if retry_for is None else retry_for
-    found = ask_until_valid(ask, wanted, watermark_problem, budget, f"list the watermarks at {bootstrap_servers(config)}")
+    found = ask_until_valid(ask, wanted, watermark_problem, budget, f"list the watermarks at {bootstrap_servers(config)}",
+                            retry_on=(LeaderMoving,))
     return {tp: found[tp] for tp in wanted}
 
 
@@ -261,7 +287,8 @@ def offsets_for_timestamps(
         return {tp: (answers[tp].offset, high[tp].offset) for tp in pending}
 
     found = ask_until_valid(
-        ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}"
+        ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}",
+        retry_on=(LeaderMoving,),
     )
     return {tp: (end if offset < 0 or offset >= end else offset) for tp, (offset, end) in found.items()}
 

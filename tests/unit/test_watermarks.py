@@ -95,3 +95,41 @@ def test_a_zero_budget_asks_once():
     with pytest.raises(KafkaAccessError, match="end 3 lies below its start 9"):
         ask_until_valid(ask, ["a:0"], watermark_problem, 0.0, "test", clock=clock, sleep=clock.sleep)
     assert len(asked) == 1
+
+
+class LeaderMoved(Exception):
+    """Stands for Kafka's "ask again" (FENCED_LEADER_EPOCH while a partition's leader moves)."""
+
+
+def test_a_leader_moving_is_asked_again_not_raised():
+    """A broker died and its partitions' leaders moved: Kafka says to ask again, so the job must not fail."""
+    rounds = iter([LeaderMoved("FENCED_LEADER_EPOCH"), LeaderMoved("FENCED_LEADER_EPOCH"), {"a:0": (0, 10)}])
+
+    def ask(pending: list[str]) -> dict:
+        answer = next(rounds)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    clock = Clock()
+    assert ask_until_valid(ask, ["a:0"], watermark_problem, 5.0, "test", clock=clock, sleep=clock.sleep,
+                           retry_on=(LeaderMoved,)) == {"a:0": (0, 10)}
+    assert len(clock.slept) == 2
+
+
+def test_a_leader_that_stays_unknown_is_a_kafka_error_naming_kafkas_answer():
+    def ask(pending: list[str]) -> dict:
+        raise LeaderMoved("list watermarks: FENCED_LEADER_EPOCH")
+
+    clock = Clock()
+    with pytest.raises(KafkaAccessError, match=r"a:0: no answer \(list watermarks: FENCED_LEADER_EPOCH\).*transient"):
+        ask_until_valid(ask, ["a:0"], watermark_problem, 2.0, "test", clock=clock, sleep=clock.sleep,
+                        retry_on=(LeaderMoved,))
+
+
+def test_other_errors_of_ask_propagate_at_once():
+    def ask(pending: list[str]) -> dict:
+        raise ValueError("not Kafka's to retry")
+
+    with pytest.raises(ValueError):
+        ask_until_valid(ask, ["a:0"], watermark_problem, 5.0, "test", retry_on=(LeaderMoved,))
