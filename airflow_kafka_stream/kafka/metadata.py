@@ -15,10 +15,11 @@ request names, and asking whether a topic exists must never create it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -188,6 +189,26 @@ _LEADER_MOVING = frozenset(
 )
 
 
+class _Clients:
+    """The admin client a retried lookup asks through: the caller's or the one kept for its config, replaced by a
+    new one when Kafka says a leader moved. librdkafka's admin client keeps sending a partition's old leader
+    epoch (FENCED_LEADER_EPOCH on every ask, measured for two minutes after a broker restart); a new client
+    starts from fresh metadata."""
+
+    def __init__(self, config: Mapping[str, object], admin: AdminClient | None = None) -> None:
+        self._config = config
+        self._client = admin or _admin(config)
+
+    @contextlib.contextmanager
+    def renewed_when_leaders_move(self) -> Iterator[AdminClient]:
+        try:
+            yield self._client
+        except LeaderMoving:
+            forget_clients()
+            self._client = _admin(self._config)
+            raise
+
+
 def _results(config, partitions, *future_maps, timeout: float, what: str):
     """Wait for every future; on failure, tell unknown partitions and moving leaders apart from access problems."""
     results = []
@@ -226,12 +247,13 @@ def watermarks(
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    admin = admin or _admin(config)
+    clients = _Clients(config, admin)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        earliest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.earliest()), timeout)
-        latest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
-        low, high = _results(config, pending, earliest, latest, timeout=timeout, what="list watermarks")
+        with clients.renewed_when_leaders_move() as client:
+            earliest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.earliest()), timeout)
+            latest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
+            low, high = _results(config, pending, earliest, latest, timeout=timeout, what="list watermarks")
         return {tp: (low[tp].offset, high[tp].offset) for tp in pending}
 
     budget = timeout if retry_for is None else retry_for
@@ -278,12 +300,15 @@ def offsets_for_timestamps(
     for tp, ts in wanted.items():
         if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
             raise InvalidInputError(f"timestamp for {tp} must be milliseconds since the epoch (>= 0), got {ts!r}")
-    admin = _admin(config)
+    clients = _Clients(config)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        by_time = _list_offsets(admin, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending}, timeout)
-        latest = _list_offsets(admin, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
-        answers, high = _results(config, pending, by_time, latest, timeout=timeout, what="look up offsets for times")
+        with clients.renewed_when_leaders_move() as client:
+            by_time = _list_offsets(client, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending},
+                                    timeout)
+            latest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
+            answers, high = _results(config, pending, by_time, latest, timeout=timeout,
+                                     what="look up offsets for times")
         return {tp: (answers[tp].offset, high[tp].offset) for tp in pending}
 
     found = ask_until_valid(
