@@ -10,6 +10,8 @@ finds the group in sync with the checkpoint, and every acknowledged event is in 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 
@@ -114,7 +116,7 @@ def test_the_pipeline_rides_out_a_partition_leader_and_its_group_coordinator_dyi
         finally:
             feeder.stopping.set()
             if driver.poll() is None:
-                driver.kill()
+                os.killpg(driver.pid, signal.SIGKILL)  # its JVM and Spark's Python processes too
         ids = ex.ids()
         assert len(ids) == len(set(ids)), "no event written twice"
         assert set(ids) == feeder.acked, "every acknowledged event written"
