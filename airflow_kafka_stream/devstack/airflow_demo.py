@@ -34,6 +34,7 @@ from pathlib import Path
 
 from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.devstack.demo import PARTITIONS, TOPIC, _events, _produce
+from airflow_kafka_stream.errors import StreamError
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = "demo-orders"
@@ -264,4 +265,8 @@ def _stop_drivers(home: Path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StreamError as exc:  # a broker that cannot start, a refused setting: the cause and the fix, no traceback
+        print(f"demo: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow_kafka_stream.devstack import LOOPBACK_ENV
+from airflow_kafka_stream.errors import StreamError
 
 TOPIC = "demo-events"
 GROUP = "demo-pipeline"
@@ -159,4 +160,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StreamError as exc:  # a broker that cannot start, a refused setting: the cause and the fix, no traceback
+        print(f"demo: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,42 @@
+"""A local Kafka that cannot start says why and what to do, before it starts anything."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from airflow_kafka_stream.devstack import broker
+from airflow_kafka_stream.errors import StreamError
+
+
+def test_missing_jars_name_the_folder_and_the_setup_script(tmp_path, monkeypatch):
+    monkeypatch.setenv(broker.JARS_ENV, str(tmp_path))
+    with pytest.raises(StreamError, match=f"jars are not in {tmp_path}: run scripts/setup-jvm"):
+        broker.start_local_broker()
+
+
+def test_a_missing_java_names_the_package_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    with pytest.raises(StreamError, match="needs Java 17 or newer and found no java: install openjdk-17"):
+        broker.java_command()
+
+
+@pytest.mark.parametrize("banner, major", [('openjdk version "17.0.15" 2025-04-15', 17),
+                                           ('java version "1.8.0_392"', 8), ('openjdk version "21" 2023-09-19', 21)])
+def test_the_java_version_is_read_from_its_banner(banner, major):
+    assert broker._java_major(banner) == major
+
+
+def test_a_taken_port_is_refused_naming_it(monkeypatch):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(StreamError, match=f"port {port} on 127.0.0.1 is in use: choose another port"):
+            broker.start_local_broker(port=port)
+
+
+def test_only_one_or_three_nodes():
+    with pytest.raises(StreamError, match="1 or 3 nodes, not 2"):
+        broker.start_local_broker(nodes=2)
