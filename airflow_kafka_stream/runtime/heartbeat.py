@@ -36,6 +36,10 @@ class Heartbeat:
                 offsets = self._last_offsets
             self.time_lag.poke(offsets)  # measured on its own thread, at most once an interval
             try:
+                self.skipped.collect()
+            except Exception as exc:  # noqa: BLE001 - its files stay for the next beat; the heartbeat goes on
+                log.warning("job %s: could not record the offsets the source skipped: %s", self.config.job_name, exc)
+            try:
                 self._write_status()
                 self._last_beat_ok = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - a storage hiccup must not kill the heartbeat
@@ -102,6 +106,7 @@ class Heartbeat:
                 "error": self._error,
             }
         doc["group_commits"] = self.committer.stats()
+        doc["skipped_offsets"] = self.skipped.document()
         doc["metrics"] = self.metrics.status_field() if self.metrics is not None else None
         doc["time_lag"] = self.time_lag.document()
         doc["time_lag_samples"] = self.time_lag.samples()

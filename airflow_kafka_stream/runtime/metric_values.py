@@ -48,6 +48,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("group_commits", "counter", "{commit}",
           "offset commits to the consumer group in this run, by outcome (succeeded, failed)"),
     _spec("dead_letters", "counter", "{record}", "records sent to the dead-letter destination in this run"),
+    _spec("skipped_offsets", "counter", "{offset}",
+          "offsets failOnDataLoss=false skipped in this run because Kafka no longer had them"),
     _spec("heartbeat.age", "gauge", "s", "seconds since the driver last wrote its status (heartbeat)"),
     _spec("savepoint.age", "gauge", "s", "seconds since the job's newest savepoint was taken (absent: none)"),
 )
@@ -123,6 +125,8 @@ def metric_points(status: Mapping[str, Any], job: Mapping[str, Any], batch: Batc
     points[name("group_commits")] = [(float(_number(commits.get(key)) or 0), {**job, "outcome": outcome})
                                      for key, outcome in (("successes", "succeeded"), ("failures", "failed"))]
     points[name("dead_letters")] = one(_number(status.get("dead_letters")) or 0.0)
+    skipped = status.get("skipped_offsets") if isinstance(status.get("skipped_offsets"), Mapping) else {}
+    points[name("skipped_offsets")] = one(_number(skipped.get("offsets")) or 0.0)
     points[name("heartbeat.age")] = one(None if heartbeat_age is None else max(heartbeat_age, 0.0))
     points[name("savepoint.age")] = one(None if savepoint_epoch is None else max(now - savepoint_epoch, 0.0))
     return points

@@ -55,6 +55,7 @@ from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.metrics import RuntimeMetrics
 from airflow_kafka_stream.runtime.progress import BatchProgress
 from airflow_kafka_stream.runtime.rehearsal import RehearsalSink
+from airflow_kafka_stream.runtime.skipped_offsets import SkippedOffsets
 from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.runtime.supervision import Supervision
@@ -90,6 +91,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._last_batch_id: int | None = None
         self._last_offsets: PartitionOffsets | None = None
         self._dead_letters = 0
+        self.skipped = SkippedOffsets(self.home, config.job_name)
         self._read_placement: dict[str, Any] | None = None
         #: [epoch, batch id, records waiting when it was planned] of the newest batches: the job page's lag plot.
         #: Batches whose progress reports no latest offsets (readMode=driver) are sampled from Kafka instead,
@@ -281,6 +283,10 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._wake_status.set()
         if self._status_thread is not None:
             self._status_thread.join(10)
+        try:
+            self.skipped.collect()  # the last batch's skips, reported after the heartbeat's last look
+        except Exception as exc:  # noqa: BLE001 - the files stay; the next run of the job records them
+            log.warning("job %s: could not record the offsets the source skipped: %s", self.config.job_name, exc)
         try:
             self._write_status()
         except Exception as exc:  # noqa: BLE001 - e.g. the storage outage that fenced the job

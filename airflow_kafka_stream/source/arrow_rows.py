@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from airflow_kafka_stream.core.watermarks import ask_until_valid, watermark_problem
 from airflow_kafka_stream.errors import DataLossError, InvalidInputError, KafkaAccessError, ReaderUnavailableError
 from airflow_kafka_stream.source.consumer_cache import CONSUMERS, CacheKey
+from airflow_kafka_stream.source.control_files import record_skipped
 from airflow_kafka_stream.source.native_reader import NativePartition, native_module, native_unavailable_reason
 from airflow_kafka_stream.source.offset_ranges import OffsetRange
 from airflow_kafka_stream.source.partition_polls import HEADERS_TYPE, ConfluentPartition, PartitionPolls
@@ -343,6 +344,7 @@ def _lost(options: SourceOptions, label: str, position: int, end: int, low: int,
     if options.fail_on_data_loss:
         raise DataLossError(message)
     log.warning("%s", message)
+    record_skipped(options.drain_path, label, position, max(position, low), why)
 
 
 def _skipped(options: SourceOptions, label: str, expected: int, got: int) -> None:

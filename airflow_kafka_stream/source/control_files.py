@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from datetime import UTC, datetime
 
 from airflow_kafka_stream.storage.files import storage_options_from_env, url_to_fs, write_atomic
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 #: test (tests/unit/test_job_home_layout.py) keeps the two spellings equal.
 STOP_FILE = "stop"
 DRAINED_FILE = "drained.json"
+#: Offsets ``failOnDataLoss=false`` skipped, one ``skipped-<time>-<id>.json`` each inside ``drainPath``: the driver
+#: runtime moves them into the job's history and counts them.
+SKIPPED_PREFIX = "skipped-"
 
 
 def stop_requested(drain_path: str | None) -> bool:
@@ -39,6 +43,23 @@ def write_drained(drain_path: str | None, start: dict) -> None:
     body = json.dumps({"offsets": start, "at": _now()}).encode()
     _write_atomically(f"{(drain_path or '').rstrip('/')}/{DRAINED_FILE}", body)
     log.info("kafka_stream: stop requested, drained at %s", json.dumps(start))
+
+
+def record_skipped(drain_path: str | None, partition: str, first: int, resume_at: int, reason: str) -> None:
+    """Tell the driver runtime that ``failOnDataLoss=false`` skipped ``partition`` from ``first`` to ``resume_at``.
+
+    Without a drainPath (a query not run by the job runtime) the warning already logged is all there is. Never
+    fails the read: the skip happened either way, only its record would be missing.
+    """
+    if not drain_path:
+        return
+    body = json.dumps({"partition": partition, "first": first, "resume_at": resume_at, "reason": reason,
+                       "at": _now()}).encode()
+    name = f"{SKIPPED_PREFIX}{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}.json"
+    try:
+        _write_atomically(f"{drain_path.rstrip('/')}/{name}", body)
+    except Exception as exc:  # noqa: BLE001 - see the docstring; said at warning, with the partition
+        log.warning("kafka_stream: could not record the offsets skipped on %s for the job's history: %s", partition, exc)
 
 
 def write_start_offsets(path: str, offsets: dict, starting: str) -> None:

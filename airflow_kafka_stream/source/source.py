@@ -43,7 +43,12 @@ from airflow_kafka_stream.errors import DataLossError, KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.source import arrow_rows, offsets_text, worker_heap
 from airflow_kafka_stream.source.binding import binding_path, bound_options
-from airflow_kafka_stream.source.control_files import stop_requested, write_drained, write_start_offsets
+from airflow_kafka_stream.source.control_files import (
+    record_skipped,
+    stop_requested,
+    write_drained,
+    write_start_offsets,
+)
 from airflow_kafka_stream.source.native_reader import native_unavailable_reason
 from airflow_kafka_stream.source.offset_ranges import (
     OffsetRange,
@@ -369,5 +374,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("%s", message)
             if lost.tp in bounds:
                 effective[lost.tp] = lost.resume_at
+            record_skipped(self.options.drain_path, str(lost.tp), lost.start,
+                                         effective.get(lost.tp, lost.start), lost.reason)
         return effective
 

@@ -116,3 +116,38 @@ def test_verify_calls_the_partition_out_of_range_and_reset_to_earliest_lets_the_
     assert job.position() == {TopicPartition(topic, 0): 9, TopicPartition(topic, 1): 0}
     rows = consume(spark, job)
     assert sorted((p, o) for _, p, o in rows) == [(0, o) for o in range(9, 12)] + [(1, o) for o in range(12)]
+
+
+def test_a_job_that_skips_lost_offsets_records_the_range_in_its_history_and_status(spark, kafka_bootstrap,
+                                                                                  tmp_path):
+    """failOnDataLoss=false under the job runtime: the job reads on, and what it did not read is on record."""
+    from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    topic = create_topic(kafka_bootstrap, unique("data-loss-runtime"), 1)
+    produce(kafka_bootstrap, topic, [(None, f"r{i}") for i in range(10)], partition=0)
+    home = str(tmp_path / "home")
+
+    def run_job() -> int:
+        config = StreamConfig(job_name="skips", bootstrap_servers=kafka_bootstrap, group_id=unique("skips"),
+                              topics=[topic], starting_offsets="earliest",
+                              source_options={"failOnDataLoss": "false"})
+        runtime = StreamRuntime(spark, home, config)
+        result = runtime.run(runtime.read_stream().writeStream.format("noop").trigger(availableNow=True))
+        assert result.exit_code == 0, result.summary()
+        return result.records
+
+    assert run_job() == 10
+    produce(kafka_bootstrap, topic, [(None, f"r{i}") for i in range(10, 20)], partition=0)
+    delete_records_before(kafka_bootstrap, topic, 0, 15)
+    assert run_job() == 5
+
+    job = JobHome(home)
+    skipped = [r for r in job.history() if r["operation"] == "data_loss_skipped"]
+    assert len(skipped) == 1, job.history()
+    assert skipped[0]["args"] == {"partition": f"{topic}:0"}
+    assert (skipped[0]["after"]["first"], skipped[0]["after"]["resumed_at"], skipped[0]["after"]["offsets"]) == (10, 15, 5)
+    assert "deleted" in skipped[0]["after"]["reason"]
+    status = job.status()
+    assert status["skipped_offsets"]["offsets"] == 5 and status["skipped_offsets"]["ranges"] == 1
+    assert not list((tmp_path / "home" / "control").glob("skipped-*")), "each report is moved into the history once"
