@@ -24,8 +24,18 @@ def test_every_benchmark_script_is_run_by_the_runner() -> None:
     assert scripts == set(BENCHES), "bench/runner.py's BENCHES must name every bench/bench_*.py"
 
 
-@pytest.mark.parametrize("name", BENCHES)
+#: The benchmarks that start drivers, standbys, a cluster or the Airflow stack: minutes each even when small, so
+#: they run in a module of their own (test_bench_smoke_lifecycle.py), which the other test worker can take.
+LIFECYCLE_BENCHES = ("upgrade", "watchdog", "cluster")
+
+
+@pytest.mark.parametrize("name", [name for name in BENCHES if name not in LIFECYCLE_BENCHES])
 def test_the_benchmark_runs(name: str, kafka_bootstrap: str) -> None:
+    smoke_run(name, kafka_bootstrap)
+
+
+def smoke_run(name: str, kafka_bootstrap: str) -> None:
+    """``bench/run --smoke <name>`` exits 0 with only ``name: value`` lines on its standard output."""
     done = subprocess.run([sys.executable, "-m", "bench.runner", "--smoke", name], cwd=ROOT, capture_output=True,
                           text=True, timeout=900, env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap})
     assert done.returncode == 0, f"bench {name} failed:\n{done.stderr[-6000:]}"
