@@ -88,7 +88,7 @@ def writer_facts(writer) -> dict[str, str]:
             if value is not None:
                 found[key] = str(value.toString()) if key == "output_mode" else str(value)
     except Exception as exc:  # noqa: BLE001 - only a better rehearsal depends on it
-        log.debug("could not read the writer's sink and output mode: %s", exc)
+        log.warning("could not read the writer's sink and output mode (the rehearsal checks less): %s", exc)
     if "output_mode" in found:
         found["output_mode"] = found["output_mode"].lower()
     return found

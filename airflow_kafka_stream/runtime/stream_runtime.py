@@ -318,7 +318,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         try:
             self.spark.streams.removeListener(listener)
         except Exception as exc:  # noqa: BLE001 - the session may already be gone
-            log.debug("removing the progress listener failed: %s", exc)
+            log.warning("removing the progress listener failed: %s", exc)
 
 
 def run_stream(spark, home_url: str, config: StreamConfig,

@@ -172,7 +172,11 @@ class Supervision:
                 return False
             position = read_started_position(self.checkpoint_location, self.config.storage_options)
         except Exception as exc:  # noqa: BLE001 - the source's answer still ends the drain
-            log.debug("could not tell whether job %s is between batches: %s", self.config.job_name, exc)
+            # Looked every 50 ms while draining: said once at warning, not on every look.
+            if not getattr(self, "_between_batches_failed", False):
+                log.warning("could not tell whether job %s is between batches (the drain waits for the source's "
+                            "answer instead; said once): %s", self.config.job_name, exc)
+                self._between_batches_failed = True
             return False
         return position is None or position.in_flight_batch_id is None
 
