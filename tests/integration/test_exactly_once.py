@@ -239,7 +239,7 @@ def test_kill_minus_9_mid_stream_then_restart_is_exactly_once(kafka_bootstrap, t
     assert is_alive(crashed, time.time(), max_age_seconds=30)
     assert job_is_running(JobHome(str(run.home))) == (False, crashed)
     shown = cli_subprocess("status", "--job-home", run.home)
-    assert shown.returncode == 1 and "but its driver is gone" in shown.stdout, shown.stdout + shown.stderr
+    assert shown.returncode == 1 and "DEAD (its last status says RUNNING" in shown.stdout and "the driver is gone" in shown.stdout, shown.stdout + shown.stderr
     assert not is_alive(crashed, time.time() + 60, max_age_seconds=10), "a dead driver must look dead once stale"
     assert len(set(row["id"] for row in sink_rows(run.output))) < len(total), "killed too late to prove anything"
 

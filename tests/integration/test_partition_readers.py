@@ -39,7 +39,8 @@ RECORDS = [
 
 @pytest.fixture(scope="module")
 def topic(kafka_bootstrap) -> str:
-    name = create_topic(kafka_bootstrap, unique("readers"), 1)
+    # The records are stamped in 2023: a topic keeping them only the default week would lose them to retention.
+    name = create_topic(kafka_bootstrap, unique("readers"), 1, config={"retention.ms": "-1"})
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 0})
     for key, value, stamp in RECORDS:
         producer.produce(name, value=value, key=key, partition=0, timestamp=stamp)
