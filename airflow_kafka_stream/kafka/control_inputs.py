@@ -123,12 +123,12 @@ def collect_reset_inputs(
     partitions_by_topic = _existing_partitions(config, checkpoint_offsets, topics, timeout)
     partitions = _partitions(partitions_by_topic)
     timestamp_offsets: PartitionOffsets = {}
-    selected = scope.resolve(partitions_by_topic) if strategy.timestamp_ms is not None else []
+    timed = sorted(scope.resolve(partitions_by_topic)) if strategy.timestamp_ms is not None else []
     # Watermarks first: the time lookup takes its high watermarks from them instead of asking again.
     marks = watermarks(config, partitions, timeout)
-    if strategy.timestamp_ms is not None:
-        timestamp_offsets = offsets_for_timestamps(config, dict.fromkeys(sorted(selected), strategy.timestamp_ms),
-                                                   timeout, ends={tp: marks[tp][1] for tp in selected})
+    if timed:
+        timestamp_offsets = offsets_for_timestamps(config, dict.fromkeys(timed, strategy.timestamp_ms), timeout,
+                                                   ends={tp: marks[tp][1] for tp in timed})
     return ResetInputs(
         partitions_by_topic=partitions_by_topic,
         checkpoint=dict(checkpoint_offsets),

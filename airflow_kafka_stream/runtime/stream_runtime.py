@@ -112,6 +112,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._finished: RunResult | None = None
         self._note: str | None = None
         self._drain_overdue = False
+        self._between_batches_failed = False  # warned once that the drain could not read the checkpoint
         self._fence_reason: str | None = None
         self._last_beat_ok = time.monotonic()
         self._last_request: dict[str, Any] | None = None

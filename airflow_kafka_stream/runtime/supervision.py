@@ -173,7 +173,7 @@ class Supervision:
             position = read_started_position(self.checkpoint_location, self.config.storage_options)
         except Exception as exc:  # noqa: BLE001 - the source's answer still ends the drain
             # Looked every 50 ms while draining: said once at warning, not on every look.
-            if not getattr(self, "_between_batches_failed", False):
+            if not self._between_batches_failed:
                 log.warning("could not tell whether job %s is between batches (the drain waits for the source's "
                             "answer instead; said once): %s", self.config.job_name, exc)
                 self._between_batches_failed = True
