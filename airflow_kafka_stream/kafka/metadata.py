@@ -22,24 +22,26 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from confluent_kafka import (
+    Consumer,
     ConsumerGroupTopicPartitions,
-    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicCollection,
 )
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.watermarks import ask_until_valid, time_lookup_problem, watermark_problem
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
-from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers
+from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers, lookup_consumer
 
 log = logging.getLogger(__name__)
 
 #: librdkafka's "no offset" marker (committed offsets, offsets for times).
 _NO_OFFSET = -1001
+#: ListOffsets' special times: the log start offset and the end (high watermark, or LSO under read_committed).
+EARLIEST, LATEST = -2, -1
 
 
 def _admin(config: Mapping[str, object]) -> AdminClient:
@@ -52,14 +54,30 @@ def _admin(config: Mapping[str, object]) -> AdminClient:
         return admin_client(config)
 
 
+def _lookup(config: Mapping[str, object]) -> Consumer:
+    """An offset-lookup consumer for this config, reused across calls (see :func:`lookup_consumer`)."""
+    bootstrap_servers(config)
+    settings = tuple(sorted(config.items(), key=lambda item: str(item[0])))
+    try:
+        return _cached_lookup(settings)
+    except TypeError:  # an unhashable setting value: no caching
+        return lookup_consumer(config)
+
+
 def forget_clients() -> None:
-    """Close the reused admin clients (the next call connects afresh, as a new process would)."""
+    """Drop the reused clients (the next call connects afresh, as a new process would)."""
     _cached_admin.cache_clear()
+    _cached_lookup.cache_clear()
 
 
 @functools.lru_cache(maxsize=8)
 def _cached_admin(settings: tuple[tuple[str, object], ...]) -> AdminClient:
     return admin_client(dict(settings))
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_lookup(settings: tuple[tuple[str, object], ...]) -> Consumer:
+    return lookup_consumer(dict(settings))
 
 
 def _access_error(config: Mapping[str, object], what: str, exc: BaseException) -> KafkaAccessError:
@@ -146,25 +164,46 @@ def check_partitions_exist(
         raise InvalidInputError(f"partition(s) {detail} do not exist; use partitions 0..n-1 of each topic")
 
 
-def isolation_level(config: Mapping[str, object]) -> IsolationLevel:
-    """The isolation level the client config reads at: "latest" is the last stable offset under
-    read_committed (records of open transactions are not readable yet), else the high watermark."""
-    committed = str(config.get("isolation.level", "")).strip().lower() == "read_committed"
-    return IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-
-
 def _list_offsets(
-    admin: AdminClient, config: Mapping[str, object], specs: Mapping[TopicPartition, OffsetSpec], timeout: float
-):
-    """Issue one batched ListOffsets call; returns the futures keyed by our TopicPartition."""
+    client: Consumer, config: Mapping[str, object], specs: Mapping[TopicPartition, int], timeout: float, what: str
+) -> dict[TopicPartition, int]:
+    """One batched ListOffsets (a request per leader): per partition the offset for its time (ms), or for
+    :data:`EARLIEST` / :data:`LATEST`; -1 where no record is at or after the time.
+
+    Raises LeaderMoving when a leader is moving or unknown (ask again, with a client of fresh metadata),
+    InvalidInputError for a partition that does not exist, KafkaAccessError for the rest.
+    """
     if not specs:
         return {}
-    request = {KafkaTopicPartition(tp.topic, tp.partition): spec for tp, spec in specs.items()}
+    request = [KafkaTopicPartition(tp.topic, tp.partition, spec) for tp, spec in specs.items()]
     try:
-        futures = admin.list_offsets(request, isolation_level=isolation_level(config), request_timeout=timeout)
+        answer = client.offsets_for_times(request, timeout=timeout)
     except KafkaException as exc:
-        raise _access_error(config, "list offsets", exc) from exc
-    return {TopicPartition(ktp.topic, ktp.partition): fut for ktp, fut in futures.items()}
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        # No answer in time: a leader died and the controller has not moved its partitions yet (seconds).
+        if error is not None and (error.code() in _LEADER_MOVING or error.code() == KafkaError._TIMED_OUT
+                                  or error.retriable()):
+            raise LeaderMoving(f"{what}: {error.name()}") from exc
+        with contextlib.suppress(KafkaAccessError):  # the cluster is unreachable: report the request's failure
+            check_partitions_exist(config, list(specs), timeout)
+        raise _access_error(config, what, exc) from exc
+    offsets: dict[TopicPartition, int] = {}
+    for ktp in answer:
+        tp = TopicPartition(ktp.topic, ktp.partition)
+        if ktp.error is None:
+            offsets[tp] = ktp.offset
+        elif ktp.error.code() in _LEADER_MOVING or ktp.error.retriable():
+            raise LeaderMoving(f"{what} ({tp}): {ktp.error.name()}")
+        else:
+            if ktp.error.code() in _UNKNOWN_PARTITION:
+                check_partitions_exist(config, list(specs), timeout)
+            raise _access_error(config, f"{what} ({tp})", KafkaException(ktp.error))
+    return offsets
+
+
+#: The broker's and librdkafka's own "no such partition".
+_UNKNOWN_PARTITION = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                KafkaError._UNKNOWN_TOPIC})
 
 
 class LeaderMoving(KafkaAccessError):
@@ -185,48 +224,29 @@ _LEADER_MOVING = frozenset(
         KafkaError.NOT_ENOUGH_REPLICAS,
         KafkaError.REQUEST_TIMED_OUT,
         KafkaError._TRANSPORT,
+        KafkaError._DESTROY_BROKER,  # the consumer's lookup, when the leader's broker left the metadata
     }
 )
 
 
 class _Clients:
-    """The admin client a retried lookup asks through: the caller's or the one kept for its config, replaced by a
-    new one when Kafka says a leader moved. librdkafka's admin client keeps sending a partition's old leader
-    epoch (FENCED_LEADER_EPOCH on every ask, measured for two minutes after a broker restart); a new client
-    starts from fresh metadata."""
+    """The lookup consumer a retried lookup asks through: the caller's or the one kept for its config, replaced
+    by a new one when Kafka says a leader moved: a client keeps its metadata (the old leader) until it refreshes
+    it, and a new client starts from fresh metadata (measured: "leader not available" answered for seconds after
+    the leader was back, until a new client asked)."""
 
-    def __init__(self, config: Mapping[str, object], admin: AdminClient | None = None) -> None:
+    def __init__(self, config: Mapping[str, object], client: Consumer | None = None) -> None:
         self._config = config
-        self._client = admin or _admin(config)
+        self._client = client or _lookup(config)
 
     @contextlib.contextmanager
-    def renewed_when_leaders_move(self) -> Iterator[AdminClient]:
+    def renewed_when_leaders_move(self) -> Iterator[Consumer]:
         try:
             yield self._client
         except LeaderMoving:
             forget_clients()
-            self._client = _admin(self._config)
+            self._client = _lookup(self._config)
             raise
-
-
-def _results(config, partitions, *future_maps, timeout: float, what: str):
-    """Wait for every future; on failure, tell unknown partitions and moving leaders apart from access problems."""
-    results = []
-    try:
-        for futures in future_maps:
-            results.append({tp: fut.result(timeout + 5) for tp, fut in futures.items()})
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        if error is not None and (error.code() in _LEADER_MOVING or error.retriable()):
-            raise LeaderMoving(f"{what}: {error.name()}") from exc
-        try:
-            check_partitions_exist(config, partitions, timeout)
-        except KafkaAccessError:
-            pass  # the cluster is unreachable: report the original request's failure
-        raise _access_error(config, what, exc) from exc
-    except TimeoutError as exc:
-        raise _access_error(config, f"{what} within {timeout}s", exc) from exc
-    return results
 
 
 def watermarks(
@@ -235,26 +255,25 @@ def watermarks(
     timeout: float = 10.0,
     *,
     retry_for: float | None = None,
-    admin: AdminClient | None = None,
+    client: Consumer | None = None,
 ) -> dict[TopicPartition, tuple[int, int]]:
     """(low, high) watermark per partition: the first offset still stored and the next offset to be written.
 
     An answer that is no watermark (a librdkafka marker such as -1001, or an end below the
     start) is asked again for up to ``retry_for`` seconds (default ``timeout``), then
-    reported as KafkaAccessError: it must never be read as data loss. ``admin`` is the caller's
-    own client (else one kept for this process and config).
+    reported as KafkaAccessError: it must never be read as data loss. ``client`` is the caller's own
+    :func:`lookup_consumer` (else one kept for this process and config).
     """
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    clients = _Clients(config, admin)
+    clients = _Clients(config, client)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        with clients.renewed_when_leaders_move() as client:
-            earliest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.earliest()), timeout)
-            latest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
-            low, high = _results(config, pending, earliest, latest, timeout=timeout, what="list watermarks")
-        return {tp: (low[tp].offset, high[tp].offset) for tp in pending}
+        with clients.renewed_when_leaders_move() as asking:
+            low = _list_offsets(asking, config, dict.fromkeys(pending, EARLIEST), timeout, "list watermarks")
+            high = _list_offsets(asking, config, dict.fromkeys(pending, LATEST), timeout, "list watermarks")
+        return {tp: (low[tp], high[tp]) for tp in pending}
 
     budget = timeout if retry_for is None else retry_for
     found = ask_until_valid(ask, wanted, watermark_problem, budget, f"list the watermarks at {bootstrap_servers(config)}",
@@ -310,16 +329,12 @@ def offsets_for_timestamps(
     clients = _Clients(config)
 
     def ask(pending: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        with clients.renewed_when_leaders_move() as client:
-            by_time = _list_offsets(client, config, {tp: OffsetSpec.for_timestamp(wanted[tp]) for tp in pending},
-                                    timeout)
-            if ends is not None:
-                (answers,) = _results(config, pending, by_time, timeout=timeout, what="look up offsets for times")
-                return {tp: (answers[tp].offset, ends[tp]) for tp in pending}
-            latest = _list_offsets(client, config, dict.fromkeys(pending, OffsetSpec.latest()), timeout)
-            answers, high = _results(config, pending, by_time, latest, timeout=timeout,
-                                     what="look up offsets for times")
-        return {tp: (answers[tp].offset, high[tp].offset) for tp in pending}
+        with clients.renewed_when_leaders_move() as asking:
+            what = "look up offsets for times"
+            by_time = _list_offsets(asking, config, {tp: wanted[tp] for tp in pending}, timeout, what)
+            high = ends if ends is not None else _list_offsets(asking, config, dict.fromkeys(pending, LATEST),
+                                                                 timeout, what)
+        return {tp: (by_time[tp], high[tp]) for tp in pending}
 
     found = ask_until_valid(
         ask, list(wanted), time_lookup_problem, timeout, f"look up offsets for times at {bootstrap_servers(config)}",

@@ -29,9 +29,12 @@ class Heartbeat:
         self._wake_status.set()
 
     def _heartbeat_loop(self) -> None:
+        """Write the status every interval, counted from when the last beat began (not from when it ended), and
+        sooner after each batch: the beat's own work never stretches the period the fence is measured against."""
         interval = self.config.heartbeat_seconds
         while not self._closing.is_set():
-            wait = interval
+            began = time.monotonic()
+            next_beat = began + interval
             with self._lock:
                 offsets = self._last_offsets
             self.time_lag.poke(offsets)  # measured on its own thread, at most once an interval
@@ -40,7 +43,9 @@ class Heartbeat:
             except Exception as exc:  # noqa: BLE001 - its files stay for the next beat; the heartbeat goes on
                 log.warning("job %s: could not record the offsets the source skipped: %s", self.config.job_name, exc)
             try:
-                self._write_status()
+                with self._lock:
+                    beat = self._state == self._written_state  # a state change is written durably
+                self._written_state = self._write_status(beat=beat)
                 self._last_beat_ok = time.monotonic()
             except Exception as exc:  # noqa: BLE001 - a storage hiccup must not kill the heartbeat
                 silent = time.monotonic() - self._last_beat_ok
@@ -49,8 +54,15 @@ class Heartbeat:
                 if silent >= st.FENCE_AFTER_INTERVALS * interval:
                     self._fence(silent, f"{type(exc).__name__}: {exc}")
                     return
-                wait = interval / 4  # retry sooner: the fence deadline is near
-            self._wake_status.wait(wait)
+                next_beat = time.monotonic() + interval / 4  # retry sooner: the fence deadline is near
+            took = time.monotonic() - began
+            if took > interval / 2:
+                build, write = self._beat_times
+                log.warning("job %s: a heartbeat took %.1fs of its %.0fs interval (building the status %.1fs, writing "
+                            "it %.1fs: this host or the status store is slow); the driver fences itself after %.0fs "
+                            "without one", self.config.job_name, took, interval, build, write,
+                            st.FENCE_AFTER_INTERVALS * interval)
+            self._wake_status.wait(max(0.0, next_beat - time.monotonic()))
             self._wake_status.clear()
 
     def _fence(self, silent: float, cause: str) -> None:
@@ -70,16 +82,17 @@ class Heartbeat:
                 log.error("job %s: stopping the fenced query failed: %s", self.config.job_name, stop_exc)
 
     def status(self) -> dict[str, Any]:
-        """The status document as it would be written now."""
-        now = utc_now()
-        query = self._query
+        """The status document as it would be written now.
+
+        It asks the JVM nothing (the ids were read when the query started): a py4j call waits for a busy or
+        collecting JVM, and the heartbeat must not wait with it."""
         with self._lock:
             doc = {
                 "job": self.config.job_name,
                 "state": self._state,
-                "application_id": application_id(self.spark),
-                "query_id": str(query.id) if query is not None else None,
-                "run_id": str(query.runId) if query is not None else None,
+                "application_id": self._application_id,
+                "query_id": self._query_ids[0],
+                "run_id": self._query_ids[1],
                 "generation": self.generation,
                 "checkpoint": self.checkpoint_location,
                 "group": self.config.group_id,
@@ -90,8 +103,6 @@ class Heartbeat:
                 "dead_letters": self._dead_letters,
                 "read_placement": self._read_placement,
                 "lag_samples": list(self._lag_samples),
-                "heartbeat": now.isoformat(),
-                "heartbeat_epoch": now.timestamp(),
                 "heartbeat_interval_seconds": self.config.heartbeat_seconds,
                 "clock_skew_seconds": self.config.clock_skew_seconds,
                 "pid": os.getpid(),
@@ -110,10 +121,24 @@ class Heartbeat:
         doc["metrics"] = self.metrics.status_field() if self.metrics is not None else None
         doc["time_lag"] = self.time_lag.document()
         doc["time_lag_samples"] = self.time_lag.samples()
+        now = utc_now()  # stamped last: the heartbeat says when the document was complete
+        doc["heartbeat"], doc["heartbeat_epoch"] = now.isoformat(), now.timestamp()
         return doc
 
-    def _write_status(self) -> None:
-        st.write_status(self.home.url, self.status(), self.config.storage_options)
+    def _keep_query(self, query) -> None:
+        """Keep the running query and its ids (read once: the status must not ask the JVM at every beat)."""
+        self._query = query
+        self._query_ids = (str(query.id), str(query.runId))
+
+    def _write_status(self, *, beat: bool = False) -> str:
+        """Write the status: durably, except the periodic beats (see :func:`~airflow_kafka_stream.storage.status.
+        write_status`), whose build and write times are kept for the slow-beat warning."""
+        began = time.monotonic()
+        document = self.status()
+        built = time.monotonic()
+        st.write_status(self.home.url, document, self.config.storage_options, durable=not beat)
+        self._beat_times = (built - began, time.monotonic() - built)
+        return document["state"]
 
 def jvm_pid(spark) -> int | None:
     """The pid of the driver's JVM (the process that writes the checkpoint), when Spark runs one here."""

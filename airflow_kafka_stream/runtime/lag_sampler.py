@@ -49,19 +49,19 @@ class LagSampler:
     @classmethod
     def for_kafka(cls, client_config: Mapping[str, Any], on_sample: Callable[[int, int], None],
                   interval: float) -> LagSampler:
-        """A sampler with an admin client of its own, made at its first sample and gone with it: a client
+        """A sampler with a lookup client of its own, made at its first sample and gone with it: a client
         shared with the rest of the process outlives the job's topics, and librdkafka 2.16 can crash a
         client that asked about a topic which was deleted and created again (seen in the suite: a
         segfault in ListOffsets from this thread)."""
         from airflow_kafka_stream.kafka import metadata
-        from airflow_kafka_stream.kafka.clients import admin_client
+        from airflow_kafka_stream.kafka.clients import lookup_consumer
 
         clients: list = []
 
         def ask(partitions: list[TopicPartition]) -> Mapping[TopicPartition, tuple[int, int]]:
             if not clients:
-                clients.append(admin_client(client_config))
-            return metadata.watermarks(client_config, partitions, REQUEST_TIMEOUT_SECONDS, admin=clients[0])
+                clients.append(lookup_consumer(client_config))
+            return metadata.watermarks(client_config, partitions, REQUEST_TIMEOUT_SECONDS, client=clients[0])
 
         return cls(ask, on_sample, interval)
 

@@ -49,7 +49,7 @@ from airflow_kafka_stream.core.redaction import redact_text, secret_values
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import EXIT_FAILED, EXIT_OK, RunResult, StreamConfig, utc_now
 from airflow_kafka_stream.runtime.group_committer import GroupCommitter, KafkaGroupCommit
-from airflow_kafka_stream.runtime.heartbeat import Heartbeat, jvm_pid
+from airflow_kafka_stream.runtime.heartbeat import Heartbeat, application_id, jvm_pid
 from airflow_kafka_stream.runtime.lag_sampler import LagSampler
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.metrics import RuntimeMetrics
@@ -79,6 +79,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self.config = config
         self._setup_metrics()  # a malformed OTEL_* setting or port is refused here, named
         self._jvm_pid = jvm_pid(spark)
+        self._application_id = application_id(spark)
         self.home = JobHome(home_url, config.storage_options)
         self._lock = threading.Lock()
         self._state = st.STARTING
@@ -86,6 +87,9 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._stopped_at: datetime | None = None
         self._error: str | None = None
         self._query = None
+        self._query_ids: tuple[str | None, str | None] = (None, None)
+        self._written_state: str | None = None  # the state the heartbeat last wrote
+        self._beat_times = (0.0, 0.0)  # seconds the last status write took to build and to write
         self._batches = 0
         self._records = 0
         self._last_batch_id: int | None = None
@@ -200,11 +204,12 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         try:
             if self._fence_reason is not None:
                 raise JobStateError(self._fence_reason)
-            self._query = self._adopt_ahead()
-            if self._query is None:
+            query = self._adopt_ahead()
+            if query is None:
                 self._bind_for_run()
-                self._query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
-            batch_listener.query_id = str(self._query.id)
+                query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
+            self._keep_query(query)
+            batch_listener.query_id = self._query_ids[0]
             self._set_state(st.RUNNING)
             self._query_started()
             by_request = self._supervise()

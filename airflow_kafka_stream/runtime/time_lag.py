@@ -47,16 +47,16 @@ class Looks:
     def __init__(self, client_config: Mapping[str, Any], timeout: float = LOOK_TIMEOUT_SECONDS) -> None:
         self._config = dict(client_config)
         self._timeout = timeout
-        self._admin = None
+        self._lookup = None
         self._times = None
 
     def highs(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         from airflow_kafka_stream.kafka import metadata
-        from airflow_kafka_stream.kafka.clients import admin_client
+        from airflow_kafka_stream.kafka.clients import lookup_consumer
 
-        if self._admin is None:
-            self._admin = admin_client(self._config)
-        found = metadata.watermarks(self._config, partitions, self._timeout, admin=self._admin)
+        if self._lookup is None:
+            self._lookup = lookup_consumer(self._config)
+        found = metadata.watermarks(self._config, partitions, self._timeout, client=self._lookup)
         return {tp: high for tp, (_low, high) in found.items()}
 
     def _record_times(self):
@@ -73,9 +73,11 @@ class Looks:
         return self._record_times().newest_before(ranges) if ranges else {}
 
     def close(self) -> None:
-        times, self._times, self._admin = self._times, None, None
+        times, lookup, self._times, self._lookup = self._times, self._lookup, None, None
         if times is not None:
             times.close()
+        if lookup is not None:
+            lookup.close()
 
 
 class TimeLagSampler:

@@ -128,30 +128,33 @@ def temp_name(path: str) -> str:
     return f"{head}/.{name}.{uuid.uuid4().hex}.tmp"
 
 
-def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str) -> None:
+def write_atomic(fs: AbstractFileSystem, path: str, data: bytes | str, *, durable: bool = True) -> None:
     """Write a whole file so readers see either no file (or the old one) or the whole new one.
 
-    Local filesystems: write a temporary name in the same directory, fsync, then
-    rename (atomic on POSIX). Object stores: a single PUT is already atomic.
+    Local filesystems: write a temporary name in the same directory, fsync (unless ``durable`` is False: a file
+    rewritten every few seconds, such as a heartbeat, needs atomic, not durable), then rename (atomic on POSIX).
+    Object stores: a single PUT is already atomic.
     """
     payload = data.encode() if isinstance(data, str) else data
     if not is_local(fs):
         fs.pipe_file(path, payload)
         return
     fs.makedirs(fs._parent(path), exist_ok=True)
-    with local_atomic_file(path) as handle:
+    with local_atomic_file(path, durable=durable) as handle:
         handle.write(payload)
 
 
 @contextmanager
-def local_atomic_file(path: str) -> Iterator[BinaryIO]:
-    """A local file written under a temporary name, fsynced, then renamed over ``path`` (nothing on failure)."""
+def local_atomic_file(path: str, *, durable: bool = True) -> Iterator[BinaryIO]:
+    """A local file written under a temporary name, fsynced (when ``durable``), then renamed over ``path``
+    (nothing on failure)."""
     temp = temp_name(path)
     try:
         with open(temp, "wb") as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         # A checksum left beside the target by Hadoop would no longer match: Spark fails reading it.
         head, _, name = path.rpartition("/")
         stale_crc = f"{head}/.{name}.crc"

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import IsolationLevel
 
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.kafka.metadata import isolation_level
+from airflow_kafka_stream.kafka.clients import isolation_level
 from airflow_kafka_stream.source.arrow_rows import consumer_config
 from airflow_kafka_stream.source.source_options import parse_source_options
 

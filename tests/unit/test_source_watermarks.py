@@ -1,14 +1,12 @@
 """Planning a batch from scripted broker answers: an invalid watermark (librdkafka's -1001 under
 broker overload) is asked again, never read as data loss and never moves the query's position.
-The test broker cannot be made to answer -1001, so the admin client's answers are scripted here;
+A real broker cannot be made to answer -1001 on demand, so the lookup client's answers are scripted here;
 the same functions are run against a real broker in tests/integration/test_kafka_metadata.py."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 import pytest
-from confluent_kafka.admin import ListOffsetsResultInfo
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from airflow_kafka_stream.core.offsets import TopicPartition
@@ -17,11 +15,12 @@ from airflow_kafka_stream.kafka import metadata
 from airflow_kafka_stream.source.source import KafkaStreamReader
 from airflow_kafka_stream.source.source_options import parse_source_options
 
-KIND = {"EarliestSpec": "low", "LatestSpec": "high", "TimestampSpec": "time"}
+KIND = {metadata.EARLIEST: "low", metadata.LATEST: "high"}
 
 
-class ScriptedAdmin:
-    """Answers ListOffsets from a script of rounds; a round maps (partition, kind) to (offset, timestamp).
+class ScriptedLookup:
+    """Answers ListOffsets (a lookup consumer's ``offsets_for_times``) from a script of rounds; a round maps
+    (partition, kind) to (offset, timestamp).
 
     A round is used up when its "high" question was answered; the last round repeats.
     """
@@ -30,20 +29,13 @@ class ScriptedAdmin:
         self.rounds = list(rounds)
         self.questions: list[tuple[str, list[int]]] = []
 
-    def list_offsets(self, request, isolation_level=None, request_timeout=None):
-        kinds = {KIND[type(spec).__name__] for spec in request.values()}
-        (kind,) = kinds
+    def offsets_for_times(self, request, timeout=None):
+        (kind,) = {KIND.get(ktp.offset, "time") for ktp in request}
         self.questions.append((kind, sorted(ktp.partition for ktp in request)))
         answers = self.rounds[0]
         if kind == "high" and len(self.rounds) > 1:
             self.rounds.pop(0)
-        futures = {}
-        for ktp in request:
-            offset, stamp = answers[(ktp.partition, kind)]
-            future: Future = Future()
-            future.set_result(ListOffsetsResultInfo(offset, stamp, -1))
-            futures[ktp] = future
-        return futures
+        return [KafkaTopicPartition(ktp.topic, ktp.partition, answers[(ktp.partition, kind)][0]) for ktp in request]
 
 
 def answers(**by_partition: tuple[int, int]) -> dict:
@@ -57,9 +49,9 @@ def answers(**by_partition: tuple[int, int]) -> dict:
 
 @pytest.fixture
 def admin(monkeypatch):
-    def install(*rounds: dict) -> ScriptedAdmin:
-        scripted = ScriptedAdmin(*rounds)
-        monkeypatch.setattr(metadata, "_admin", lambda config: scripted)
+    def install(*rounds: dict) -> ScriptedLookup:
+        scripted = ScriptedLookup(*rounds)
+        monkeypatch.setattr(metadata, "_lookup", lambda config: scripted)
         monkeypatch.setattr(metadata, "list_topic_partitions", lambda config, **kw: {"t": 2})
         return scripted
 
