@@ -39,6 +39,7 @@ from airflow_kafka_stream.ops.sink_guard import ensure_sink_accepts, sink_note
 from airflow_kafka_stream.ops.unstarted import unstarted_generation
 from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.low_priority import run_at_low_priority
 from airflow_kafka_stream.storage.operation import recorded_operation
 
 
@@ -134,9 +135,12 @@ def create_live(home: JobHome, status: dict | None, app_version: str | None = No
                             "checkpoint); there is nothing to save. Wait for its first batch and try again")
     version = app_version or (document.app_version if document else None) or str(
         home.spec().get("version") or "unknown")
-    manifest = create_live_savepoint(checkpoint, lambda batch: home.savepoint_url(_unique_id(home, batch, now)),
-                                     version, now, spark_version=_spark_version(),
-                                     storage_options=home.storage_options, step_hook=step_hook)
+    spark_version = _spark_version()
+    # The copy shares the host with the job's driver more often than not: it yields the CPU to the job.
+    manifest = run_at_low_priority(lambda: create_live_savepoint(
+        checkpoint, lambda batch: home.savepoint_url(_unique_id(home, batch, now)), version, now,
+        spark_version=spark_version, storage_options=home.storage_options, step_hook=step_hook),
+        "live-savepoint-copy")
     return SavepointInfo.of(manifest)
 
 
