@@ -44,24 +44,24 @@ _NO_OFFSET = -1001
 EARLIEST, LATEST = -2, -1
 
 
-def _admin(config: Mapping[str, object]) -> AdminClient:
-    """An admin client for this config, reused across calls: a streaming source asks every trigger."""
+def _reused(config: Mapping[str, object], cached, make):
+    """A client for this config, reused across calls (a streaming source asks every trigger); made afresh when
+    a setting's value cannot be a cache key."""
     bootstrap_servers(config)
     settings = tuple(sorted(config.items(), key=lambda item: str(item[0])))
     try:
-        return _cached_admin(settings)
+        return cached(settings)
     except TypeError:  # an unhashable setting value: no caching
-        return admin_client(config)
+        return make(config)
+
+
+def _admin(config: Mapping[str, object]) -> AdminClient:
+    return _reused(config, _cached_admin, admin_client)
 
 
 def _lookup(config: Mapping[str, object]) -> Consumer:
-    """An offset-lookup consumer for this config, reused across calls (see :func:`lookup_consumer`)."""
-    bootstrap_servers(config)
-    settings = tuple(sorted(config.items(), key=lambda item: str(item[0])))
-    try:
-        return _cached_lookup(settings)
-    except TypeError:  # an unhashable setting value: no caching
-        return lookup_consumer(config)
+    """An offset-lookup consumer for this config (see :func:`~airflow_kafka_stream.kafka.clients.lookup_consumer`)."""
+    return _reused(config, _cached_lookup, lookup_consumer)
 
 
 def forget_clients() -> None:
