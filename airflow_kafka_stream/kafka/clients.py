@@ -85,7 +85,8 @@ def lookup_consumer(config: Mapping[str, object]) -> Consumer:
     Not the admin client's ``list_offsets``: while a partition's leader is down (until the controller moves the
     leadership, seconds), librdkafka's admin request retries without pause for its whole timeout, a core per
     asking client (measured: 4.9 s of CPU in a 5 s call, librdkafka 2.16), which starved a driver's heartbeat on
-    two cores. The consumer's lookup answers "leader not available" at once, and is asked again with backoff.
+    two cores. The consumer's lookup waits for the answer without using the CPU (it times out, or answers
+    "leader not available"), and is asked again with backoff.
     """
     level = "read_committed" if isolation_level(config) == IsolationLevel.READ_COMMITTED else "read_uncommitted"
     settings = {key: value for key, value in config.items() if not str(key).startswith("group.instance")}

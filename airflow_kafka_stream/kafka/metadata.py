@@ -181,8 +181,7 @@ def _list_offsets(
     except KafkaException as exc:
         error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
         # No answer in time: a leader died and the controller has not moved its partitions yet (seconds).
-        if error is not None and (error.code() in _LEADER_MOVING or error.code() == KafkaError._TIMED_OUT
-                                  or error.retriable()):
+        if error is not None and (_leader_moving(error) or error.code() == KafkaError._TIMED_OUT):
             raise LeaderMoving(f"{what}: {error.name()}") from exc
         with contextlib.suppress(KafkaAccessError):  # the cluster is unreachable: report the request's failure
             check_partitions_exist(config, list(specs), timeout)
@@ -192,18 +191,13 @@ def _list_offsets(
         tp = TopicPartition(ktp.topic, ktp.partition)
         if ktp.error is None:
             offsets[tp] = ktp.offset
-        elif ktp.error.code() in _LEADER_MOVING or ktp.error.retriable():
+        elif _leader_moving(ktp.error):
             raise LeaderMoving(f"{what} ({tp}): {ktp.error.name()}")
         else:
             if ktp.error.code() in _UNKNOWN_PARTITION:
                 check_partitions_exist(config, list(specs), timeout)
             raise _access_error(config, f"{what} ({tp})", KafkaException(ktp.error))
     return offsets
-
-
-#: The broker's and librdkafka's own "no such partition".
-_UNKNOWN_PARTITION = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
-                                KafkaError._UNKNOWN_TOPIC})
 
 
 class LeaderMoving(KafkaAccessError):
@@ -227,6 +221,16 @@ _LEADER_MOVING = frozenset(
         KafkaError._DESTROY_BROKER,  # the consumer's lookup, when the leader's broker left the metadata
     }
 )
+
+
+#: The broker's and librdkafka's own "no such partition".
+_UNKNOWN_PARTITION = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION,
+                                KafkaError._UNKNOWN_TOPIC})
+
+
+def _leader_moving(error: KafkaError) -> bool:
+    """Kafka's or librdkafka's "ask again": a leader moving or unknown, or an error it calls retriable."""
+    return error.code() in _LEADER_MOVING or error.retriable()
 
 
 class _Clients:

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 log = logging.getLogger(__name__)
@@ -25,23 +26,15 @@ BACKGROUND_NICENESS = 10
 
 def run_at_low_priority(work: Callable[[], T], name: str) -> T:
     """``work()`` on a thread named ``name`` at nice :data:`BACKGROUND_NICENESS`; its result or its exception."""
-    outcome: dict[str, object] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as pool:  # the thread ends with the pool
+        return pool.submit(_niced, work, name).result()
 
-    def run() -> None:
-        try:
-            thread_id = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, thread_id, max(os.getpriority(os.PRIO_PROCESS, thread_id),
-                                                          BACKGROUND_NICENESS))
-        except (AttributeError, OSError) as exc:  # not Linux, or not allowed: the work runs at normal priority
-            log.info("%s runs at normal priority (could not lower it: %s)", name, exc)
-        try:
-            outcome["value"] = work()
-        except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread below
-            outcome["error"] = exc
 
-    thread = threading.Thread(target=run, name=name)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+def _niced(work: Callable[[], T], name: str) -> T:
+    try:
+        thread_id = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread_id, max(os.getpriority(os.PRIO_PROCESS, thread_id),
+                                                      BACKGROUND_NICENESS))
+    except (AttributeError, OSError) as exc:  # not Linux, or not allowed: the work runs at normal priority
+        log.info("%s runs at normal priority (could not lower it: %s)", name, exc)
+    return work()
