@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 
 from confluent_kafka import (
@@ -384,3 +385,15 @@ def committed_offsets(
             # -1001 here is librdkafka's documented "the group has no commit", not an invalid answer.
             result[tp] = ktp.offset if ktp.offset >= 0 else None
     return result
+
+
+def __getattr__(name: str):
+    """``isolation_level`` moved to ``kafka.clients`` (the lookup consumer needs it there): the old import keeps
+    working, warned."""
+    if name == "isolation_level":
+        warnings.warn(f"{__name__}.isolation_level is deprecated: import it from airflow_kafka_stream.kafka.clients",
+                      DeprecationWarning, stacklevel=2)
+        from airflow_kafka_stream.kafka import clients
+
+        return clients.isolation_level
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,3 +32,9 @@ def test_planner_and_reader_use_the_same_isolation_level(given, planned, read):
 def test_an_isolation_level_kafka_lacks_is_refused_naming_both(level):
     with pytest.raises(InvalidInputError, match="kafka.isolation.level must be read_uncommitted .* or read_committed"):
         parse_source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.isolation.level": level})
+
+
+def test_the_old_import_from_metadata_still_works_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="import it from airflow_kafka_stream.kafka.clients"):
+        from airflow_kafka_stream.kafka.metadata import isolation_level as old
+    assert old is isolation_level
