@@ -21,11 +21,13 @@ import json
 import os
 import secrets
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,11 @@ COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 COMMANDS = {"api-server": ["api-server"], "scheduler": ["scheduler", "--skip-serve-logs"],
             "dag-processor": ["dag-processor"], "triggerer": ["triggerer", "--skip-serve-logs"]}
 USER = "admin"
+#: SQLite lets one connection write at a time and Python's driver waits 5 s for the lock by default. With four
+#: components writing on a loaded two-core machine that ran out: CI saw the api-server answer a trigger with
+#: HTTP 500 "Database error". The stack waits longer, and its database runs in WAL mode (set once, after the
+#: migration) so that readers no longer block the writer.
+SQLITE_CONNECT_ARGS: dict[str, Any] = {"timeout": 60}
 AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 
 
@@ -200,6 +207,7 @@ def stack_env(home: Path, dags_folder: Path, port: int, extra: dict[str, str] | 
         # a core-second a file on a small machine, where Spark needs the CPU.
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
         **LOOPBACK_ENV,  # the drivers the stack's tasks launch inherit it
         **(extra or {}),
     }
@@ -229,6 +237,7 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
                                   stderr=subprocess.STDOUT, timeout=600)
     if migrated.returncode != 0:
         raise StackError(f"airflow db migrate failed: {stack.log_tail('db-migrate')}")
+    _write_ahead_log(home / "airflow.db")
     try:
         for name in COMPONENTS:
             with open(stack.log_path(name), "w") as log:
@@ -240,6 +249,14 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
         stack.stop()
         raise
     return stack
+
+
+def _write_ahead_log(database: Path) -> None:
+    """Switch the stack's SQLite database to WAL mode (it stays so in the file), before any component opens it."""
+    with closing(sqlite3.connect(database)) as connection:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise StackError(f"SQLite refused WAL mode for {database} (it answered {mode!r})")
 
 
 def _wait_healthy(stack: AirflowStack, timeout: float) -> None:

@@ -135,6 +135,10 @@ def test_the_scheduled_verify_checks_the_stacks_job_and_no_run_has_failed(airflo
     _status, failed_tis = airflow_stack.request("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?state=failed",
                                                 token=token)
     assert failed_tis["total_entries"] == 0, failed_tis
+    # Four components share one SQLite file: none of them met a lock it could not wait out.
+    for component in ("api-server", "scheduler", "triggerer", "dag-processor"):
+        logged = airflow_stack.log_path(component).read_text(errors="replace")
+        assert "database is locked" not in logged, (component, airflow_stack.log_tail(component))
 
 
 @pytest.mark.parametrize(("conf", "named"), [
@@ -146,7 +150,7 @@ def test_an_offset_reset_with_invalid_params_is_refused_with_400_and_nothing_run
     token = airflow_stack.token()
     history_before = JobHome(str(upgraded["home"])).history()
     status, body = airflow_stack.trigger("stream_offset_reset", {"job_home": str(upgraded["home"]), **conf}, token)
-    assert status == 400, body
+    assert status == 400, (body, airflow_stack.log_tail("api-server"))
     assert named in body["detail"]
     # The trigger form shows each Param's description: the date-time's says a zone is required, with an example.
     _status, details = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/details", token=token)
