@@ -28,6 +28,8 @@ from airflow_kafka_stream.cli.launching import (
     launcher_from,
     submission_from,
 )
+from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
+from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,17 +75,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="leave a failed new version as it is (default: roll back to the previous version)")
     p.add_argument("--takeover-stopped", action="store_true",
                    help="let the standby take over a job that stopped by itself before the upgrade stopped it")
-    p.add_argument("--health-batches", type=int, default=3, help="batches the new version must commit")
-    p.add_argument("--health-window", type=float, default=60.0,
+    p.add_argument("--health-batches", type=int, default=UPGRADE.health_batches,
+                   help="batches the new version must commit")
+    p.add_argument("--health-window", type=float, default=UPGRADE.health_window_seconds,
                    help="seconds its lag must not grow after those batches")
-    p.add_argument("--health-startup", type=float, default=300.0,
+    p.add_argument("--health-startup", type=float, default=UPGRADE.health_startup_seconds,
                    help="seconds the new version may take to commit its first batch")
-    p.add_argument("--health-timeout", type=float, default=900.0, help="seconds the whole health gate may take")
-    p.add_argument("--stop-timeout", type=float, default=300.0, help="seconds the old version may take to drain")
-    p.add_argument("--start-timeout", type=float, default=600.0, help="seconds a version may take to start")
-    p.add_argument("--standby-timeout", type=float, default=600.0,
+    p.add_argument("--health-timeout", type=float, default=UPGRADE.health_timeout_seconds,
+                   help="seconds the whole health gate may take")
+    p.add_argument("--stop-timeout", type=float, default=UPGRADE.stop_timeout_seconds,
+                   help="seconds the old version may take to drain")
+    p.add_argument("--start-timeout", type=float, default=UPGRADE.start_timeout_seconds,
+                   help="seconds a version may take to start")
+    p.add_argument("--standby-timeout", type=float, default=UPGRADE.standby_ready_timeout_seconds,
                    help="seconds the standby may take to report READY (its rehearsal included)")
-    p.add_argument("--rehearsal-timeout", type=float, default=300.0,
+    p.add_argument("--rehearsal-timeout", type=float, default=UPGRADE.rehearsal_timeout_seconds,
                    help="seconds the standby's rehearsal of the new query may run before it is ended")
     p.add_argument("--check", action="store_true",
                    help="only rehearse the new version on the job's state and report compatible, needs drop_state "
@@ -115,7 +121,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="launch: seconds the standby may take to be READY")
     p.add_argument("--drop-state", action="store_true",
                    help="launch: the upgrade will drop the state, so the standby rehearses from the offsets alone")
-    p.add_argument("--rehearsal-timeout", type=float, default=300.0,
+    p.add_argument("--rehearsal-timeout", type=float, default=UPGRADE.rehearsal_timeout_seconds,
                    help="launch: seconds the standby's rehearsal of the new query may run")
     p.add_argument("--reason", type=nonempty, default="ended by an operator",
                    help="end: why, recorded in the history and the standby's record")
@@ -216,15 +222,18 @@ def _submitted_text(result) -> str:
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.core.redaction import secret_values
-    from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
+    from airflow_kafka_stream.ops.upgrade import upgrade
 
     home = job_home(args)
     home.require()
     kafka = kafka_settings(args, home)
-    options = UpgradeOptions(args.standby, args.drop_state, args.allow_sink_batch_log, args.rollback,
-                             args.takeover_stopped, args.health_batches, args.health_window, args.health_startup,
-                             args.health_timeout, args.stop_timeout, args.start_timeout, args.standby_timeout,
-                             args.rehearsal_timeout)
+    options = UpgradeOptions(
+        standby=args.standby, drop_state=args.drop_state, allow_sink_batch_log=args.allow_sink_batch_log,
+        rollback=args.rollback, takeover_stopped=args.takeover_stopped, health_batches=args.health_batches,
+        health_window_seconds=args.health_window, health_startup_seconds=args.health_startup,
+        health_timeout_seconds=args.health_timeout, stop_timeout_seconds=args.stop_timeout,
+        start_timeout_seconds=args.start_timeout, standby_ready_timeout_seconds=args.standby_timeout,
+        rehearsal_timeout_seconds=args.rehearsal_timeout)
     say = (lambda line: print(line, file=sys.stderr)) if not args.json else logging.getLogger(__name__).info
     if args.check:
         return _check(args, home, kafka, options, say)

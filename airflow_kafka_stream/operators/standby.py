@@ -13,6 +13,7 @@ from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
 
 
@@ -41,8 +42,10 @@ class StreamStandbyOperator(StreamSubmitOperator):
 
     template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled", "drop_state")
 
-    def __init__(self, *, enabled: bool | str = True, ready_timeout_seconds: float = 600.0,
-                 drop_state: bool | str = False, rehearsal_timeout_seconds: float = 300.0, **kwargs: Any) -> None:
+    def __init__(self, *, enabled: bool | str = True,
+                 ready_timeout_seconds: float = UPGRADE.standby_ready_timeout_seconds,
+                 drop_state: bool | str = False, rehearsal_timeout_seconds: float = UPGRADE.rehearsal_timeout_seconds,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.enabled = enabled
         self.ready_timeout_seconds = ready_timeout_seconds
@@ -52,19 +55,20 @@ class StreamStandbyOperator(StreamSubmitOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_kafka_stream.core.status_document import written_state
-        from airflow_kafka_stream.ops.guard import job_is_running
-        from airflow_kafka_stream.ops.standby import launch_standby
+        from airflow_kafka_stream.ops.upgrade import start_standby
+        from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
         if not as_flag(self.enabled, "standby"):
             raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
+        options = UpgradeOptions(drop_state=as_flag(self.drop_state, "drop_state"),
+                                 standby_ready_timeout_seconds=float(self.ready_timeout_seconds),
+                                 rehearsal_timeout_seconds=float(self.rehearsal_timeout_seconds))
         home, submission, launcher = self._launch_plan()
-        running, status = job_is_running(home)
-        if not running:
-            raise AirflowSkipException(f"job {self.job_home} does not run (state {written_state(status)}): "
-                                       "there is nothing to take over from, the new version starts cold")
-        handle = launch_standby(home, submission, launcher, rehearse={
-            "drop_state": as_flag(self.drop_state, "drop_state"), "timeout_seconds": self.rehearsal_timeout_seconds})
+        said: list[str] = []
+        handle = start_standby(home, submission, launcher, options, say=said.append)
+        if handle is None:
+            raise AirflowSkipException(said[-1])
+        self.log.info("%s", said[-1])
         self._standby = handle.to_dict()
         self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)

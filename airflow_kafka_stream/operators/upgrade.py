@@ -46,12 +46,17 @@ from airflow_kafka_stream.operators.standby import (
 )
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
-from airflow_kafka_stream.ops.standby import HANDOVER_POLL_SECONDS
 from airflow_kafka_stream.ops.upgrade import pin_reason
+from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
+from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 
 STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint", "restore_without_state",
                                          "submit_new_version", "health_gate")
+#: How often the group's sensors and waits look, unless told: a task's look costs more than a loop's in one
+#: process (a poke, a trigger's wake-up), so less often than the command line's ``UPGRADE.poll_seconds``. The
+#: stop looks more often still where each look's delay is downtime (``stop_poll_seconds``).
+TASK_POLL_SECONDS = 5.0
 ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version", "rollback_restore_savepoint",
                                                     "rollback_submit_previous_version")
 
@@ -122,26 +127,26 @@ def stream_upgrade_task_group(
     topics: Sequence[str] | None = None,
     group: str | None = None,
     output_path: str | None = None,
-    drop_state: bool | str = False,
-    allow_sink_batch_log: bool = False,
-    health_batches: int = 3,
-    health_window_seconds: float = 60.0,
-    health_startup_seconds: float | str = 300.0,
-    rollback: bool | str = True,
+    drop_state: bool | str = UPGRADE.drop_state,
+    allow_sink_batch_log: bool = UPGRADE.allow_sink_batch_log,
+    health_batches: int = UPGRADE.health_batches,
+    health_window_seconds: float = UPGRADE.health_window_seconds,
+    health_startup_seconds: float | str = UPGRADE.health_startup_seconds,
+    rollback: bool | str = UPGRADE.rollback,
     spark_conn_id: str = "spark_default",
     kafka_conn_id: str = "kafka_default",
     storage_conn_id: str | None = None,
     spark_conf: dict[str, Any] | None = None,
-    stop_timeout_seconds: float | str = 300.0,
-    start_timeout_seconds: float = 600.0,
-    health_timeout_seconds: float | str = 900.0,
-    poll_seconds: float = 5.0,
+    stop_timeout_seconds: float | str = UPGRADE.stop_timeout_seconds,
+    start_timeout_seconds: float = UPGRADE.start_timeout_seconds,
+    health_timeout_seconds: float | str = UPGRADE.health_timeout_seconds,
+    poll_seconds: float = TASK_POLL_SECONDS,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
     defer_after_seconds: float | None = None,
-    standby: bool | str = True,
-    standby_ready_timeout_seconds: float = 600.0,
-    rehearsal_timeout_seconds: float = 300.0,
-    takeover_stopped: bool | str = False,
+    standby: bool | str = UPGRADE.standby,
+    standby_ready_timeout_seconds: float = UPGRADE.standby_ready_timeout_seconds,
+    rehearsal_timeout_seconds: float = UPGRADE.rehearsal_timeout_seconds,
+    takeover_stopped: bool | str = UPGRADE.takeover_stopped,
     executor_environment: str | None = None,
     deploy_mode: str | None = None,
     job_home_shared: bool = False,
@@ -173,8 +178,7 @@ def stream_upgrade_task_group(
         # as often as the command line's upgrade does: each look's delay between the old version's end and the go
         # is downtime.
         stop = UpgradeStopOperator(task_id=STOP, savepoint=True, timeout_seconds=stop_timeout_seconds,
-                                   poll_seconds=min(poll_seconds, HANDOVER_POLL_SECONDS) if standby is not False
-                                   else poll_seconds,
+                                   poll_seconds=stop_poll_seconds(poll_seconds, standby=standby is not False),
                                    **waits, pin_reason=pin_reason(new_version), trigger_rule=TriggerRule.NONE_FAILED,
                                    standby_task_id=f"{group_id}.{STANDBY}" if standby is not False else None,
                                    restore_first=drop_state, **common)

@@ -38,11 +38,6 @@ from airflow_kafka_stream.storage.processes import end_process, process_alive
 
 log = logging.getLogger(__name__)
 
-#: How often the stop before a handover looks for the old version's STOPPED: every look's delay is downtime
-#: (a read of status.json; the drain lasts about a second).
-HANDOVER_POLL_SECONDS = 0.1
-
-
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
                    now: datetime | None = None, rehearse: Mapping[str, Any] | None = None) -> StandbyHandle:
     """Start ``submission``'s driver as a standby of the running job (step 1 of the module docstring); the

@@ -25,19 +25,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core import standby as standby_rules
-from airflow_kafka_stream.core.health import HealthSpec
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError, StreamError
+from airflow_kafka_stream.core.status_document import written_state
+from airflow_kafka_stream.core.upgrade_outcome import UpgradeVerdict, judge_upgrade
+from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.health import HealthLook
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult, UpgradeOutcome
 from airflow_kafka_stream.ops.standby import (
-    HANDOVER_POLL_SECONDS,
     StandbyHandle,
     end_standby,
     hand_over,
@@ -47,49 +46,11 @@ from airflow_kafka_stream.ops.standby import (
 )
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, look_started, replay, submit
+from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions, stop_poll_seconds
 from airflow_kafka_stream.ops.watch import SUCCESS, wait
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class UpgradeOptions:
-    """How an upgrade runs; the same names as the task group's arguments."""
-
-    standby: bool = True
-    drop_state: bool = False
-    allow_sink_batch_log: bool = False
-    rollback: bool = True
-    takeover_stopped: bool = False
-    health_batches: int = 3
-    health_window_seconds: float = 60.0
-    health_startup_seconds: float = 300.0
-    health_timeout_seconds: float = 900.0
-    stop_timeout_seconds: float = 300.0
-    start_timeout_seconds: float = 600.0
-    standby_ready_timeout_seconds: float = 600.0
-    rehearsal_timeout_seconds: float = 300.0
-    poll_seconds: float = 1.0
-
-    def rehearsal_request(self, check: bool = False) -> dict[str, Any]:
-        """What the standby's rehearsal is told (``runtime/rehearsal.py``)."""
-        return {"drop_state": self.drop_state, "timeout_seconds": self.rehearsal_timeout_seconds, "check": check}
-
-    def __post_init__(self) -> None:
-        for name in ("health_timeout_seconds", "stop_timeout_seconds", "start_timeout_seconds",
-                     "standby_ready_timeout_seconds", "rehearsal_timeout_seconds", "poll_seconds"):
-            if not float(getattr(self, name)) > 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}",
-                                        setting=name)
-        try:
-            self.health_spec()
-        except ValueError as exc:
-            raise InvalidInputError(f"health gate: {exc}", setting="health_batches") from None
-
-    def health_spec(self, newer_than: datetime | None = None) -> HealthSpec:
-        return HealthSpec(int(self.health_batches), float(self.health_window_seconds), 0, newer_than,
-                          startup_seconds=float(self.health_startup_seconds))
 
 
 class UpgradeFailed(OperationIncompleteError):
@@ -144,22 +105,24 @@ def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mappin
     end_unused_standby(home, standby)
     savepoint = savepoint_of(stopped)
     previous = (stopped.app_version if isinstance(stopped, StopResult) else (stopped or {}).get("app_version"))
+    verdict = judge_upgrade(stopped_with_savepoint=savepoint is not None, healthy=bool(healthy),
+                            rolled_back=bool(rolled_back), rollback=rollback)
+    if verdict.unpins_savepoint:
+        unpin(home, str(savepoint))
     where = home.url
-    if savepoint is None:
+    if verdict is UpgradeVerdict.NOTHING_CHANGED:
         raise JobStateError(f"upgrade of {where} to version {new_version} failed before any downtime: the new "
                             "version's standby did not become ready, or the old version did not stop with a "
                             "savepoint; the old version keeps running (see the standby and stop steps)")
-    if healthy:
-        unpin(home, savepoint)
+    if verdict is UpgradeVerdict.UPGRADED:
         log.info("upgrade of %s to version %s succeeded: %s", where, new_version, healthy.get("message"))
         return UpgradeOutcome(True, str(new_version), savepoint, healthy.get("message"), previous,
                               rehearsal_of(home, standby))
-    if rolled_back:
-        unpin(home, savepoint)
+    if verdict is UpgradeVerdict.ROLLED_BACK:
         raise UpgradeFailed(
             f"upgrade of {where} to version {new_version} failed its start or health gate and was rolled back: "
             f"version {previous} runs again from savepoint {savepoint} (generation {rolled_back.get('generation')})")
-    if not rollback:
+    if verdict is UpgradeVerdict.LEFT_AS_IS:
         raise UpgradeFailed(
             f"upgrade of {where} to version {new_version} failed its start or health gate; rollback is off, so the "
             f"new version is left as it is. Savepoint {savepoint} (kept pinned) holds the previous version "
@@ -176,23 +139,16 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     """The whole upgrade in this process (the command line's driver); ``say`` hears each step as it starts."""
     options = options or UpgradeOptions()
     home.require()
-    running, _status = job_is_running(home)
     handle: StandbyHandle | None = None
     stopped: StopResult | None = None
     try:
-        if options.standby and running:
-            live = live_standby(home)
-            if live is not None and live.app_version == new.app_version:  # `standby launch` warmed it already
-                _refuse_unfit_standby(home, live, options)
-                say(f"using the live standby of version {new.app_version} (pid {live.pid})")
-                handle = live
-            else:  # refused while another version's standby lives: that one is not ours to end
-                say(f"starting version {new.app_version} as a warm standby")
-                handle = launch_standby(home, new, launcher, by=by, rehearse=options.rehearsal_request())
+        if options.standby:
+            handle = start_standby(home, new, launcher, options, by=by, say=say)
+        if handle is not None:
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
         say("stopping the running version with a savepoint")
-        look_every = min(options.poll_seconds, HANDOVER_POLL_SECONDS if handle is not None else 1.0)
-        stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True, poll=look_every,
+        stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True,
+                           poll=stop_poll_seconds(options.poll_seconds, standby=handle is not None),
                            by=by, pin_reason=pin_reason(new.app_version))
     except StreamError:
         end_unused_standby(home, handle)
@@ -202,6 +158,26 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     if healthy is None and options.rollback:
         rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say)
     return decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
+
+
+def start_standby(home: JobHome, new: Submission, launcher: Launcher, options: UpgradeOptions, *,
+                  by: str | None = None, say: Callable[[str], None] = log.info) -> StandbyHandle | None:
+    """Step 0's start, the same from both front-ends: the new version's standby, or None when the job does not
+    run (nothing to take over from: the new version starts cold; ``say`` hears why). A live standby of the same
+    version (``standby launch`` warmed it ahead) is used if its rehearsal fits the upgrade; one of another
+    version makes the launch refuse, since it is not this upgrade's to end."""
+    running, status = job_is_running(home)
+    if not running:
+        say(f"job {home.url} does not run (state {written_state(status)}): there is nothing to take over from, "
+            f"version {new.app_version} starts cold")
+        return None
+    live = live_standby(home)
+    if live is not None and live.app_version == new.app_version:
+        _refuse_unfit_standby(home, live, options)
+        say(f"using the live standby of version {new.app_version} (pid {live.pid})")
+        return live
+    say(f"starting version {new.app_version} as a warm standby")
+    return launch_standby(home, new, launcher, by=by, rehearse=options.rehearsal_request())
 
 
 def _refuse_unfit_standby(home: JobHome, live: StandbyHandle, options: UpgradeOptions) -> None:
