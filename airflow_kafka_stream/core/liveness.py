@@ -51,6 +51,10 @@ DEFAULT_CLOCK_SKEW_SECONDS = 0.0
 #: A heartbeat older than this (seconds) means the driver is gone, unless the job beats slower.
 DEFAULT_MAX_HEARTBEAT_AGE = 30.0
 
+#: A heartbeat older than this many of the writer's own intervals means it is gone, whatever the floor: the one
+#: staleness rule, for a job's driver and a standby alike (:func:`heartbeat_limit`).
+STALE_AFTER_INTERVALS = 4
+
 
 class Life(enum.StrEnum):
     NO_STATUS = "no-status"
@@ -95,11 +99,12 @@ def clock_skew(status: Mapping[str, Any]) -> float:
 
 
 def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
-    """How old a heartbeat may look: ``floor`` (or four of a slow-beating job's intervals), plus the declared skew."""
+    """How old a heartbeat may look: ``floor``, or :data:`STALE_AFTER_INTERVALS` of a slow-beating writer's
+    intervals, plus the declared skew."""
     interval = status.get("heartbeat_interval_seconds")
     limit = floor
     if isinstance(interval, int | float) and not isinstance(interval, bool):
-        limit = max(floor, 4 * float(interval))
+        limit = max(floor, STALE_AFTER_INTERVALS * float(interval))
     return limit + clock_skew(status)
 
 

@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.job_watch import heartbeat_age
+from airflow_kafka_stream.core.liveness import is_stale
 
 LAUNCHED, STARTING, READY, TAKING_OVER, ACTIVE, FAILED, ENDED = (
     "LAUNCHED", "STARTING", "READY", "TAKING_OVER", "ACTIVE", "FAILED", "ENDED")
@@ -40,8 +41,8 @@ FINAL_STATES = frozenset({ACTIVE, FAILED, ENDED})
 #: What the go file (``control/standby-go.json``) asks of the standby holding its token.
 GO, CANCEL = "go", "cancel"
 
-#: Heartbeat intervals after which a standby that stopped beating counts as gone.
-STALE_AFTER_INTERVALS = 4
+#: A standby's heartbeat counts as stale after this many seconds at least (or the staleness rule's intervals).
+STALE_FLOOR_SECONDS = 10.0
 
 #: Set in a driver's environment (to the token the control plane wrote) to start it as a standby.
 STANDBY_ENV = "AIRFLOW_KAFKA_STREAM_STANDBY"
@@ -60,11 +61,9 @@ class ReadyVerdict:
 
 
 def heartbeat_stale(record: Mapping[str, Any], now: datetime) -> bool:
-    """A registered standby whose heartbeat is missing or older than four of its intervals (at least 10 s)."""
-    age = heartbeat_age(record, now)
-    interval = record.get("heartbeat_interval_seconds")
-    interval = float(interval) if isinstance(interval, int | float) and not isinstance(interval, bool) else 5.0
-    return age is None or age > max(10.0, STALE_AFTER_INTERVALS * interval)
+    """A registered standby whose heartbeat is missing or stale by the one rule (``core.liveness``), with a
+    floor of :data:`STALE_FLOOR_SECONDS`."""
+    return is_stale(record, STALE_FLOOR_SECONDS, now)
 
 
 def _launched_at(record: Mapping[str, Any]) -> datetime | None:

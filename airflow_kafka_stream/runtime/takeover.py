@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
-from airflow_kafka_stream.core.liveness import Life
+from airflow_kafka_stream.core.liveness import STALE_AFTER_INTERVALS, Life
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.core.standby import FAILED as STANDBY_FAILED
@@ -291,7 +291,7 @@ class Takeover:
         if document is None or (document.pid, document.host) == (os.getpid(), socket.gethostname()):
             return
         found = st.observe_liveness(status, time.time(),
-                                    self.config.heartbeat_seconds * st.DEFAULT_STALE_AFTER_INTERVALS)
+                                    self.config.heartbeat_seconds * STALE_AFTER_INTERVALS)
         if found.life is Life.GONE:
             log.warning("job %s: the driver that wrote its status (pid %s, heartbeat %s) is gone; starting",
                         self.config.job_name, document.pid, document.heartbeat_text)

@@ -39,11 +39,8 @@ if TYPE_CHECKING:
     from airflow_kafka_stream.core.liveness import Liveness
 STATUS_FILE = "/".join(STATUS)
 
-#: A heartbeat older than this many intervals means the driver is gone.
-DEFAULT_STALE_AFTER_INTERVALS = 4
-
 #: A driver that could not write its heartbeat for this many intervals fences itself (stops its query).
-#: Every reader allows at least DEFAULT_STALE_AFTER_INTERVALS, so half the window is left for the stop.
+#: Every reader allows at least ``core.liveness.STALE_AFTER_INTERVALS``, so half the window is left for the stop.
 FENCE_AFTER_INTERVALS = 2
 
 

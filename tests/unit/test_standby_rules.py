@@ -69,3 +69,18 @@ READINESS = [
 @pytest.mark.parametrize(("case", "doc", "alive", "expected", "why"), READINESS, ids=[c[0] for c in READINESS])
 def test_judge_ready(case, doc, alive, expected, why):
     assert judge_ready(doc, "t", alive, NOW).outcome is expected, why
+
+
+@pytest.mark.parametrize(("age", "interval", "skew", "stale"), [
+    (9, 1, None, False), (11, 1, None, True),  # the floor: 10 s
+    (35, 10, None, False), (41, 10, None, True),  # four of a slow standby's intervals
+    (25, 1, 20, False), (31, 1, 20, True),  # the skew its job declared, as for a job's driver
+])
+def test_a_standby_is_stale_by_the_same_rule_as_a_driver(age, interval, skew, stale):
+    from airflow_kafka_stream.core.liveness import is_stale
+    from airflow_kafka_stream.core.standby import STALE_FLOOR_SECONDS, heartbeat_stale
+
+    record = {"state": "READY", "heartbeat_epoch": NOW.timestamp() - age, "heartbeat_interval_seconds": interval,
+              **({"clock_skew_seconds": skew} if skew is not None else {})}
+    assert heartbeat_stale(record, NOW) is stale
+    assert is_stale(record, STALE_FLOOR_SECONDS, NOW) is stale
