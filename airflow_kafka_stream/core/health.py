@@ -41,6 +41,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Outcome, Verdict, WatchSpec, judge
+from airflow_kafka_stream.core.offsets import records_behind
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def total_lag(last_offsets: Mapping[str, Mapping[str, int]] | None, highs: Mappi
         for part, offset in parts.items():
             high = highs.get((topic, int(part)))
             if high is not None:
-                lag += max(high - int(offset), 0)
+                lag += records_behind(high, offset)
     return lag
 
 

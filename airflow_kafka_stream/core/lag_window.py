@@ -21,7 +21,7 @@ from enum import StrEnum
 from itertools import pairwise
 from typing import Any
 
-from airflow_kafka_stream.core.offsets import TopicPartition
+from airflow_kafka_stream.core.offsets import TopicPartition, records_behind
 
 #: Looks the job home keeps at most (the oldest go first), and how many windows back they reach.
 MAX_LOOKS = 100
@@ -102,7 +102,7 @@ class Point:
 
     @property
     def lag(self) -> int | None:
-        return None if self.high is None else max(self.high - self.offset, 0)
+        return None if self.high is None else records_behind(self.high, self.offset)
 
 
 @dataclass(frozen=True)

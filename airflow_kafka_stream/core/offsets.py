@@ -32,6 +32,13 @@ class TopicPartition(NamedTuple):
 PartitionOffsets = dict[TopicPartition, int]
 
 
+def records_behind(high: int, offset: int) -> int:
+    """The lag of one partition: records after ``offset`` (the next to read) up to ``high`` (its high watermark,
+    or the end a batch was planned to). Never negative: a position past the watermark (a truncated or recreated
+    topic) is a finding of its own, reported where it is found, not a negative lag."""
+    return max(int(high) - int(offset), 0)
+
+
 def parse_offsets_json(text: str | Mapping, *, allow_special: bool = False) -> PartitionOffsets:
     """Parse Spark's Kafka offsets JSON (compact or with spaces) into a mapping.
 

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from airflow_kafka_stream.core.consumer_group import GroupDescription
 from airflow_kafka_stream.core.lag_window import WindowVerdict
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
 
 
 class Status(StrEnum):
@@ -90,7 +90,7 @@ class PartitionObservation:
         """Records the job has still to read: high watermark minus checkpoint offset."""
         if self.checkpoint_offset is None or self.high is None:
             return None
-        return max(self.high - self.checkpoint_offset, 0)
+        return records_behind(self.high, self.checkpoint_offset)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
 from airflow_kafka_stream.runtime.paced_thread import PacedThread
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def records_waiting(offsets: PartitionOffsets, bounds: Mapping[TopicPartition, t
     A partition without a watermark (gone) counts nothing, and neither does one read past its
     watermark (a truncated or recreated topic, which the source reports on its own).
     """
-    return sum(max(bounds[tp][1] - offset, 0) for tp, offset in offsets.items() if tp in bounds)
+    return sum(records_behind(bounds[tp][1], offset) for tp, offset in offsets.items() if tp in bounds)
 
 
 class LagSampler:

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.metrics_settings import JOB_LABEL, PREFIX
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
 
 #: The job's state as a number (``state`` metric): 0 stopped, 1 starting, 2 running, 3 draining, 4 failed.
 STATE_NUMBER: dict[JobState, int] = {JobState.STOPPED: 0, JobState.STARTING: 1, JobState.RUNNING: 2,
@@ -73,7 +73,7 @@ def partition_lag(latest: PartitionOffsets | None, end: PartitionOffsets | None)
     """Records after each partition's batch end up to the watermark the batch was planned against (never < 0)."""
     if not latest or not end:
         return None
-    return {tp: max(high - end[tp], 0) for tp, high in latest.items() if tp in end}
+    return {tp: records_behind(high, end[tp]) for tp, high in latest.items() if tp in end}
 
 
 def batch_figures(batch_id: int, rows: int, duration_ms: Mapping[str, int], latest: PartitionOffsets | None,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json
+from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, records_behind
 from airflow_kafka_stream.errors import CheckpointFormatError
 
 
@@ -55,7 +55,7 @@ def batch_backlog(sources: list[Mapping[str, Any]]) -> int | None:
             continue
         if start is None or latest is None:
             continue
-        total += sum(max(high - start.get(tp, high), 0) for tp, high in latest.items())
+        total += sum(records_behind(high, start.get(tp, high)) for tp, high in latest.items())
         found = True
     return total if found else None
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
 
 #: Ranges one task reads at most when small ranges share tasks (see group_ranges).
 MAX_RANGES_PER_TASK = 8
@@ -76,7 +76,7 @@ def rate_limit(
 
     Largest remainders get the leftover records so the cap is met exactly.
     """
-    backlog = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    backlog = {tp: records_behind(end[tp], start.get(tp, end[tp])) for tp in end}
     total = sum(backlog.values())
     if total <= max_records:
         return dict(end)

@@ -59,3 +59,11 @@ def test_installs_only_into_the_streaming_source_runner(monkeypatch):
     monkeypatch.setitem(offsets_text.sys.modules, "__main__", runner)
     assert offsets_text.install_in_runner() is True and runner.json is OffsetsJson
     assert offsets_text.install_in_runner() is True, "a second reader in the same process finds it installed"
+
+
+@pytest.mark.parametrize(("high", "offset", "behind"), [(10, 4, 6), (10, 10, 0), (4, 10, 0), ("12", "2", 10)])
+def test_the_lag_of_a_partition_is_never_negative(high, offset, behind):
+    """The one lag rule every report uses (verify, health, metrics, progress, the sampler, the source)."""
+    from airflow_kafka_stream.core.offsets import records_behind
+
+    assert records_behind(high, offset) == behind
