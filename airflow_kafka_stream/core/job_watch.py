@@ -44,6 +44,7 @@ from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat h
     liveness,
     shown_state,
 )
+from airflow_kafka_stream.core.values import seconds
 
 STARTING, RUNNING, DRAINING, STOPPED, FAILED = (JobState.STARTING, JobState.RUNNING, JobState.DRAINING,
                                                 JobState.STOPPED, JobState.FAILED)
@@ -92,8 +93,7 @@ class WatchSpec:
             raise ValueError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
         if newer_than is not None and newer_than.tzinfo is None:
             raise ValueError("newer_than must carry a timezone")
-        if not max_heartbeat_age > 0:
-            raise ValueError(f"max_heartbeat_age must be a positive number of seconds, got {max_heartbeat_age!r}")
+        seconds(max_heartbeat_age, "max_heartbeat_age")
         return cls(frozenset(JobState(s) for s in states), min_batches, newer_than, float(max_heartbeat_age))
 
 

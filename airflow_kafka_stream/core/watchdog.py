@@ -35,6 +35,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_watch import FAILED, RUNNING, STOPPED
 from airflow_kafka_stream.core.liveness import liveness
+from airflow_kafka_stream.core.values import seconds
 
 
 class Action(enum.StrEnum):
@@ -55,10 +56,8 @@ class Policy:
 
     def __post_init__(self) -> None:
         for name in ("stuck_after_seconds", "window_seconds", "max_heartbeat_age"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
-        if not self.backoff_seconds >= 0:
-            raise ValueError(f"backoff_seconds must be >= 0, got {self.backoff_seconds!r}")
+            seconds(getattr(self, name), name)
+        seconds(self.backoff_seconds, "backoff_seconds", allow_zero=True)
         if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 1:
             raise ValueError(f"max_restarts must be a whole number >= 1, got {self.max_restarts!r}")
 

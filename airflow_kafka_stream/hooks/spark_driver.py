@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_kafka_stream.core.cluster import placement
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
 from airflow_kafka_stream.ops.spark_submit import (
@@ -36,7 +37,7 @@ def otel_env_from_airflow(settings: Mapping[str, Any]) -> dict[str, str]:
     Empty unless ``otel_on``: the driver then exports over OTLP/HTTP where Airflow's own metrics go.
     """
     def on(name: str) -> bool:
-        return str(settings.get(name) or "").strip().lower() in ("true", "1", "yes", "on")
+        return flag(settings.get(name), f"[metrics] {name}")
 
     if not on("otel_on"):
         return {}

@@ -72,14 +72,14 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.operators.flags import as_flag
+        from airflow_kafka_stream.core.values import flag
         from airflow_kafka_stream.operators.submit import as_list
         from airflow_kafka_stream.ops import reset
         from airflow_kafka_stream.render.reset import reset_run_text
 
         # Rendered from params, a switch arrives as text: "False" must never read as true.
-        self.execute_reset = as_flag(self.execute_reset, "execute")
-        self.drop_state = as_flag(self.drop_state, "drop_state")
+        self.execute_reset = flag(self.execute_reset, "execute")
+        self.drop_state = flag(self.drop_state, "drop_state")
         kind = check_strategy(self.strategy, self.value)
         request = reset.ResetRequest(kind, self.value or None, [t for t in as_list(self.topics) if t],
                                      self.timezone, self.strict)

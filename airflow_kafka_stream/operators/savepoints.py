@@ -45,11 +45,11 @@ class StreamSavepointOperator(JobHomeTask, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_kafka_stream.operators.flags import as_flag
+        from airflow_kafka_stream.core.values import flag
         from airflow_kafka_stream.ops.savepoints import create
         from airflow_kafka_stream.render.savepoints import created_text
 
-        if not as_flag(self.enabled, "enabled"):
+        if not flag(self.enabled, "enabled"):
             raise AirflowSkipException("switched off for this run")
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         version = str(self.app_version).strip() if self.app_version is not None else ""
@@ -101,11 +101,11 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_kafka_stream.operators.flags import as_flag
+        from airflow_kafka_stream.core.values import flag
         from airflow_kafka_stream.ops.savepoints import resolve_id, restore
         from airflow_kafka_stream.render.savepoints import restore_text
 
-        if not as_flag(self.enabled, "enabled"):
+        if not flag(self.enabled, "enabled"):
             raise AirflowSkipException("switched off for this run")
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         home = hook.home()

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_kafka_stream.operators.flags import as_flag
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
@@ -58,9 +58,9 @@ class StreamStandbyOperator(StreamSubmitOperator):
         from airflow_kafka_stream.ops.upgrade import start_standby
         from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
-        if not as_flag(self.enabled, "standby"):
+        if not flag(self.enabled, "standby"):
             raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
-        options = UpgradeOptions(drop_state=as_flag(self.drop_state, "drop_state"),
+        options = UpgradeOptions(drop_state=flag(self.drop_state, "drop_state"),
                                  standby_ready_timeout_seconds=float(self.ready_timeout_seconds),
                                  rehearsal_timeout_seconds=float(self.rehearsal_timeout_seconds))
         home, submission, launcher = self._launch_plan()
@@ -136,7 +136,7 @@ class UpgradeStopOperator(StreamStopOperator):
         end_standby_of(self, self._handle)
 
     def _remember_standby(self, context: Context) -> None:
-        if self.standby_task_id and not as_flag(self.restore_first, "drop_state"):
+        if self.standby_task_id and not flag(self.restore_first, "drop_state"):
             self._handle = context["ti"].xcom_pull(task_ids=self.standby_task_id)
 
     def _finished(self, home, stopped: StopResult) -> dict[str, Any]:
@@ -185,7 +185,7 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
         result = stopped.get("handover")  # the stop gave the go already
         if not result:
             result = hand_over(home, StandbyHandle.of(handle), stopped,
-                               takeover_stopped=as_flag(self.takeover_stopped, "takeover_stopped")).to_dict()
+                               takeover_stopped=flag(self.takeover_stopped, "takeover_stopped")).to_dict()
             self.log.info("gave the standby of version %s (pid %s) the go", self.app_version, handle.get("pid"))
         return self._watch(context, result)
 

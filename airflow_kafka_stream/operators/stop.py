@@ -9,10 +9,10 @@ from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.core.job_state import FINAL_STATES, state_names
-from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.core.values import flag, seconds
+from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import in_parameters, refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
@@ -81,10 +81,8 @@ class StreamStopOperator(JobHomeTask, BaseOperator):
 
     def _options(self) -> StopOptions:
         """The stop's options as ops checks them (at parse time, and again once templates are rendered)."""
-        if not self.poll_seconds > 0:
-            raise InvalidInputError(f"poll_seconds must be positive, got {self.poll_seconds!r}",
-                                    setting="poll_seconds")
-        return StopOptions(self.timeout_seconds, as_flag(self.savepoint, "savepoint"), self.app_version,
+        seconds(self.poll_seconds, "poll_seconds")
+        return StopOptions(self.timeout_seconds, flag(self.savepoint, "savepoint"), self.app_version,
                            self.on_timeout, self.kill_timeout_seconds, self.pin_reason or None)
 
     def _home(self):

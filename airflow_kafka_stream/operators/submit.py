@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -106,8 +107,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         self.deferrable = deferrable
         if not isinstance(min_batches, str):
             self._check_min_batches()
-        if not timeout_seconds > 0 or not poll_seconds > 0:
-            raise InvalidInputError("timeout_seconds and poll_seconds must be positive numbers of seconds")
+        seconds(timeout_seconds, "timeout_seconds")
+        seconds(poll_seconds, "poll_seconds")
 
     def _check_min_batches(self) -> None:
         try:

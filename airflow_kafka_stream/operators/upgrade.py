@@ -33,10 +33,10 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators import stream_stats
-from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
 from airflow_kafka_stream.operators.standby import (
@@ -76,7 +76,7 @@ class RollbackStopOperator(StreamStopOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        if not as_flag(self.enabled, "rollback"):
+        if not flag(self.enabled, "rollback"):
             raise AirflowSkipException("rollback is off for this upgrade")
         from airflow_kafka_stream.ops.upgrade import savepoint_of
 
@@ -112,7 +112,7 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         if rolled_back:
             stream_stats.incr(stream_stats.UPGRADE_ROLLBACKS, home.spec().get("job"))
         outcome = decide_outcome(home, self.new_version, self._pull(context, STOP), self._pull(context, HEALTH),
-                                 rolled_back, as_flag(self.rollback, "rollback"), standby=self._pull(context, STANDBY))
+                                 rolled_back, flag(self.rollback, "rollback"), standby=self._pull(context, STANDBY))
         stream_stats.upgrade_emitted(home)
         return outcome.to_dict()
 

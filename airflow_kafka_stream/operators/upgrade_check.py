@@ -8,9 +8,9 @@ from typing import Any
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import Context
 
-from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.core.values import flag, seconds
+from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.flags import as_flag
 from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 
@@ -67,14 +67,10 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
                  ready_timeout_seconds: float = 600.0, rehearsal_timeout_seconds: float = 300.0,
                  fail_on_incompatible: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        for name, value in (("ready_timeout_seconds", ready_timeout_seconds),
-                            ("rehearsal_timeout_seconds", rehearsal_timeout_seconds)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value!r}", setting=name)
         self.enabled = enabled
         self.drop_state = drop_state
-        self.ready_timeout_seconds = float(ready_timeout_seconds)
-        self.rehearsal_timeout_seconds = float(rehearsal_timeout_seconds)
+        self.ready_timeout_seconds = seconds(ready_timeout_seconds, "ready_timeout_seconds")
+        self.rehearsal_timeout_seconds = seconds(rehearsal_timeout_seconds, "rehearsal_timeout_seconds")
         self.fail_on_incompatible = fail_on_incompatible
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -83,10 +79,10 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
         from airflow_kafka_stream.ops.upgrade import UpgradeOptions
         from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
-        if not as_flag(self.enabled, "enabled"):
+        if not flag(self.enabled, "enabled"):
             raise AirflowSkipException("the upgrade check is off for this run")
-        fail = as_flag(self.fail_on_incompatible, "fail_on_incompatible")
-        options = UpgradeOptions(drop_state=as_flag(self.drop_state, "drop_state"),
+        fail = flag(self.fail_on_incompatible, "fail_on_incompatible")
+        options = UpgradeOptions(drop_state=flag(self.drop_state, "drop_state"),
                                  standby_ready_timeout_seconds=self.ready_timeout_seconds,
                                  rehearsal_timeout_seconds=self.rehearsal_timeout_seconds,
                                  poll_seconds=min(float(self.poll_seconds), 1.0))
@@ -143,4 +139,4 @@ class UpgradeUnlessCheckOnlyOperator(JobHomeTask, ShortCircuitOperator):
 
 
 def _upgrade_wanted(check_only: bool | str) -> bool:
-    return not as_flag(check_only, "check_only")
+    return not flag(check_only, "check_only")

@@ -28,6 +28,7 @@ from typing import Any
 from airflow_kafka_stream.core.job_state import FINAL_STATES, JobState
 from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
+from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
@@ -76,14 +77,7 @@ class StopOptions:
             raise InvalidInputError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}, got {self.on_timeout!r}",
                                     setting="on_timeout") from None
         for name in ("timeout", "kill_timeout"):
-            value = getattr(self, name)
-            try:
-                seconds = float(value)
-            except (TypeError, ValueError):
-                seconds = -1.0
-            if isinstance(value, bool) or not seconds > 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value!r}", setting=name)
-            object.__setattr__(self, name, seconds)
+            object.__setattr__(self, name, seconds(getattr(self, name), name))
 
     def timeout_of(self, phase: StopPhase) -> float:
         return self.kill_timeout if phase is StopPhase.KILL else self.timeout

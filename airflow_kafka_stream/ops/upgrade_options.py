@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.health import HealthSpec
+from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 
 #: How often the stop before a handover looks for the old version's STOPPED: every look's delay is downtime
@@ -53,9 +54,7 @@ class UpgradeOptions:
     def __post_init__(self) -> None:
         for name in ("health_timeout_seconds", "stop_timeout_seconds", "start_timeout_seconds",
                      "standby_ready_timeout_seconds", "rehearsal_timeout_seconds", "poll_seconds"):
-            if not float(getattr(self, name)) > 0:
-                raise InvalidInputError(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}",
-                                        setting=name)
+            seconds(getattr(self, name), name)
         try:
             self.health_spec()
         except ValueError as exc:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.sink import resolve_sink
+from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
 
@@ -71,13 +72,10 @@ class StreamConfig:
             raise InvalidInputError("a consumer group is required for offset commits: set group_id")
         if bool(self.topics) == bool(self.subscribe_pattern):
             raise InvalidInputError("give exactly one of topics or subscribe_pattern")
-        if self.heartbeat_seconds <= 0 or self.stop_poll_seconds <= 0 or self.drain_timeout_seconds <= 0:
-            raise InvalidInputError("heartbeat, stop poll and drain timeout must be positive numbers of seconds")
-        if not self.standby_source_answer_seconds > 0:
-            raise InvalidInputError("standby_source_answer_seconds must be a positive number of seconds, got "
-                                    f"{self.standby_source_answer_seconds!r}")
-        if not self.clock_skew_seconds >= 0:
-            raise InvalidInputError(f"clock_skew_seconds must be 0 or more seconds, got {self.clock_skew_seconds!r}")
+        for name in ("heartbeat_seconds", "stop_poll_seconds", "drain_timeout_seconds",
+                     "standby_source_answer_seconds"):
+            seconds(getattr(self, name), name)
+        seconds(self.clock_skew_seconds, "clock_skew_seconds", allow_zero=True)
         check_client_config(self.client_config())  # the same refusal the control plane gives
         resolve_sink(None, self.sink_kind, self.sink_path)  # refuses an unknown kind or a file sink without path
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from airflow_kafka_stream.core.values import SPARK_FALSE_WORDS, SPARK_TRUE_WORDS, flag
 from airflow_kafka_stream.errors import InvalidInputError
 
 
@@ -43,9 +44,8 @@ def whole_number(opts: Mapping[str, str], name: str, minimum: int, wording: str)
 
 
 def boolean(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    """The option as Spark's Kafka connector reads a boolean (``true`` or ``false``, any case)."""
     value = text(opts, name)
     if value is None:
         return default
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise InvalidInputError(f"option {name} must be true or false, got {value!r}")
+    return flag(value, f"option {name}", true_words=SPARK_TRUE_WORDS, false_words=SPARK_FALSE_WORDS)
