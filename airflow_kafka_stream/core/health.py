@@ -40,7 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
-from airflow_kafka_stream.core.job_watch import Outcome, Verdict, WatchSpec, judge
+from airflow_kafka_stream.core.job_watch import Verdict, WaitStatus, WatchSpec, judge
 from airflow_kafka_stream.core.offsets import records_behind
 
 
@@ -119,42 +119,42 @@ def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample],
     ``samples`` are taken while the job is RUNNING, before and after it reaches ``min_batches``.
     """
     started = judge(status, spec.watch(), now)
-    if started.outcome is Outcome.FAILED:  # 1
+    if started.outcome is WaitStatus.FAILED:  # 1
         return started
     stalled = _consumes_nothing(samples, spec)
     if stalled is not None:  # 3, before the batches are even there
         return stalled
-    if started.outcome is Outcome.WAITING:  # 2
+    if started.outcome is WaitStatus.WAITING:  # 2
         idle = _idle(samples, spec)
         if idle is not None:
             return idle
         if deadline_passed:
-            return Verdict(Outcome.FAILED, f"not healthy in time: {started.message} (needs RUNNING with "
+            return Verdict(WaitStatus.FAILED, f"not healthy in time: {started.message} (needs RUNNING with "
                                            f"{spec.min_batches} batch(es) committed)")
         return started
     gated = [sample for sample in samples if sample.batches >= spec.min_batches]
     if not gated:
-        return Verdict(Outcome.WAITING, "running; watching the lag")
+        return Verdict(WaitStatus.WAITING, "running; watching the lag")
     first, last = gated[0], gated[-1]
     if (last.at - first.at).total_seconds() < spec.window_seconds:
         if deadline_passed:
-            return Verdict(Outcome.FAILED, f"the lag window of {spec.window_seconds:.0f}s did not complete in time")
-        return Verdict(Outcome.WAITING, f"running; lag {last.lag} (was {first.lag}), watching "
+            return Verdict(WaitStatus.FAILED, f"the lag window of {spec.window_seconds:.0f}s did not complete in time")
+        return Verdict(WaitStatus.WAITING, f"running; lag {last.lag} (was {first.lag}), watching "
                                         f"{spec.window_seconds:.0f}s")
     settled = _consumes_nothing(gated, spec) or _idle(gated, spec)
     if settled is not None:
         return settled
     commits = at_commits(gated)
     if len(commits) < TREND_COMMITS and not deadline_passed:
-        return Verdict(Outcome.WAITING, f"running; {len(commits)} batch commit(s) seen in the window, waiting for "
+        return Verdict(WaitStatus.WAITING, f"running; {len(commits)} batch commit(s) seen in the window, waiting for "
                                         f"{TREND_COMMITS} to judge the lag's trend")
     lags = [sample.lag for sample in commits if sample.lag is not None]
     rising = all(after > before for before, after in itertools.pairwise(lags))
     if len(lags) >= TREND_COMMITS and rising and lags[-1] > spec.lag_tolerance:
-        return Verdict(Outcome.FAILED, f"lag grew at every one of {len(lags)} batch commits, from {lags[0]} to "
+        return Verdict(WaitStatus.FAILED, f"lag grew at every one of {len(lags)} batch commits, from {lags[0]} to "
                                        f"{lags[-1]} over {(commits[-1].at - commits[0].at).total_seconds():.0f}s: "
                                        "the job falls behind its input")
-    return Verdict(Outcome.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag at its batch "
+    return Verdict(WaitStatus.SUCCESS, f"healthy: RUNNING, {last.batches} batch(es) this run, lag at its batch "
                                     f"commits {' -> '.join(str(lag) for lag in lags[-TREND_COMMITS:])}")
 
 
@@ -179,7 +179,7 @@ def _idle(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
     """
     caught_up = list(itertools.takewhile(lambda sample: sample.lag == 0, reversed(samples)))
     if caught_up and (caught_up[0].at - caught_up[-1].at).total_seconds() >= max(spec.window_seconds, 1.0):
-        return Verdict(Outcome.SUCCESS, f"healthy: RUNNING and caught up (lag 0) for "
+        return Verdict(WaitStatus.SUCCESS, f"healthy: RUNNING and caught up (lag 0) for "
                                         f"{spec.window_seconds:.0f}s; no input arrived to commit batches on")
     return None
 
@@ -193,7 +193,7 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
     if (last.at - first.at).total_seconds() < max(wait, 1.0):
         return None
     if first.lag is not None and first.lag > 0 and last.batches <= first.batches:
-        return Verdict(Outcome.FAILED, f"the job is RUNNING but committed no batch in "
+        return Verdict(WaitStatus.FAILED, f"the job is RUNNING but committed no batch in "
                                        f"{(last.at - first.at).total_seconds():.0f}s while {first.lag} record(s) "
                                        "wait: it consumes nothing")
     return None
@@ -202,4 +202,4 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
 def judge_started(status: Mapping[str, Any] | None, spec: HealthSpec, now: datetime) -> bool:
     """Whether ``status`` is this run's and the job is RUNNING with a fresh heartbeat: a lag sample counts."""
     verdict = judge(status, WatchSpec.of([JobState.RUNNING], 0, spec.newer_than, spec.max_heartbeat_age), now)
-    return verdict.outcome is Outcome.SUCCESS
+    return verdict.outcome is WaitStatus.SUCCESS

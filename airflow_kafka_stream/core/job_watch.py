@@ -52,22 +52,25 @@ ACTIVE_STATES = LIVE_STATES
 KNOWN_STATES = ALL_STATES
 
 
-class Outcome(enum.StrEnum):
+class WaitStatus(enum.StrEnum):
+    """Where a wait stands: every look, trigger event and sensor reads one of these (``event["status"]``)."""
+
     WAITING = "waiting"
     SUCCESS = "success"
     FAILED = "failed"
+    TIMEOUT = "timeout"  # the wait gave up: what it waited for did not happen in time
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What one look at the status says: keep waiting, or done (succeeded or failed) and why."""
 
-    outcome: Outcome
+    outcome: WaitStatus
     message: str
 
     @property
     def done(self) -> bool:
-        return self.outcome is not Outcome.WAITING
+        return self.outcome is not WaitStatus.WAITING
 
 
 @dataclass(frozen=True)
@@ -138,18 +141,18 @@ def _started_at(status: Mapping[str, Any]) -> datetime | None:
 # 1. Nothing from this run yet.
 def not_reported_yet(status: Mapping[str, Any] | None, spec: WatchSpec) -> Verdict | None:
     if not status:
-        return Verdict(Outcome.WAITING, "the job has not reported a status yet")
+        return Verdict(WaitStatus.WAITING, "the job has not reported a status yet")
     started = _started_at(status)
     if spec.newer_than is not None and (
             started is None or started < spec.newer_than - timedelta(seconds=clock_skew(status))):
-        return Verdict(Outcome.WAITING, f"the status is from an earlier run (started {status.get('started_at')})")
+        return Verdict(WaitStatus.WAITING, f"the status is from an earlier run (started {status.get('started_at')})")
     return None
 
 
 # 2. The job failed.
 def job_failed(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
     if status.get("state") == FAILED and FAILED not in spec.target_states:
-        return Verdict(Outcome.FAILED, f"the job FAILED: {status.get('error') or 'no error recorded'}")
+        return Verdict(WaitStatus.FAILED, f"the job FAILED: {status.get('error') or 'no error recorded'}")
     return None
 
 
@@ -165,15 +168,15 @@ def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
         done = status.get("batches_this_run") or 0
         if done < spec.min_batches:
             return None
-        return Verdict(Outcome.SUCCESS, f"the job is RUNNING and committed {done} batch(es) in this run "
+        return Verdict(WaitStatus.SUCCESS, f"the job is RUNNING and committed {done} batch(es) in this run "
                                         f"(last batch {status.get('last_batch_id')})")
-    return Verdict(Outcome.SUCCESS, f"the job is {state} (last committed batch {status.get('last_batch_id')})")
+    return Verdict(WaitStatus.SUCCESS, f"the job is {state} (last committed batch {status.get('last_batch_id')})")
 
 
 # 4. The job ended while another state was awaited.
 def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
     if status.get("state") == STOPPED and STOPPED not in spec.target_states:
-        return Verdict(Outcome.FAILED, f"the job STOPPED (last committed batch {status.get('last_batch_id')}) "
+        return Verdict(WaitStatus.FAILED, f"the job STOPPED (last committed batch {status.get('last_batch_id')}) "
                                        f"while {'/'.join(sorted(spec.target_states))} was awaited")
     return None
 
@@ -185,7 +188,7 @@ def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
         age = heartbeat_age(status, now)
         gone = "its process and JVM are gone" if processes_gone else (
             f"its heartbeat is {'missing' if age is None else f'{age:.0f}s old'}")
-        return Verdict(Outcome.FAILED, f"the job's last status says {status.get('state')} but {gone}: the driver "
+        return Verdict(WaitStatus.FAILED, f"the job's last status says {status.get('state')} but {gone}: the driver "
                                        "died without reporting; read its log in the job home")
     return None
 
@@ -207,4 +210,4 @@ def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime,
             return verdict
     state = status.get("state")
     progress = f", {status.get('batches_this_run') or 0} batch(es) this run" if state == RUNNING else ""
-    return Verdict(Outcome.WAITING, f"the job is {state}{progress}")
+    return Verdict(WaitStatus.WAITING, f"the job is {state}{progress}")

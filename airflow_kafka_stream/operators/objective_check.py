@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.errors import JobStateError
 
@@ -34,9 +35,9 @@ def check_objective(task: Any, context: Any, home: Any, report: dict[str, Any]) 
         objective = LagObjective.of(task.max_lag_seconds, task.for_seconds)
         record_objective(home, objective, by=task.task_id)
     event = look_objective(home, objective, by=task.task_id)
-    if event["status"] == "failed":
+    if event["status"] == WaitStatus.FAILED:
         context["ti"].xcom_push(key="return_value", value=report)
         raise JobStateError(f"job {task.job_home}: {event['message']}")
-    (task.log.warning if event["status"] == "waiting" else task.log.info)("job %s: lag objective %s: %s",
+    (task.log.warning if event["status"] == WaitStatus.WAITING else task.log.info)("job %s: lag objective %s: %s",
                                                                           task.job_home, objective, event["message"])
     return event

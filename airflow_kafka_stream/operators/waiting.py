@@ -14,8 +14,9 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.errors import InvalidInputError
-from airflow_kafka_stream.ops.watch import WAITING, look_for, timed_out
+from airflow_kafka_stream.ops.watch import look_for, timed_out
 from airflow_kafka_stream.triggers.polling import PollingTrigger
 
 #: Seconds a deferrable operator waits in its slot before it defers, unless told otherwise.
@@ -46,7 +47,7 @@ def wait_then_defer(operator: BaseOperator, context: Context, trigger: PollingTr
     deferrable = bool(getattr(operator, "deferrable", False))
     limit = min(defer_after_seconds, trigger.timeout_seconds) if deferrable else trigger.timeout_seconds
     event, spent = look_for(trigger.poll, limit, trigger.poll_seconds)
-    if event["status"] == WAITING:
+    if event["status"] == WaitStatus.WAITING:
         left = trigger.timeout_seconds - spent
         if deferrable and left > 0:
             operator.log.info("still waiting after %.0fs (%s); deferring the rest (%.0fs) to the triggerer",

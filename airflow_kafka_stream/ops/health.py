@@ -22,10 +22,9 @@ from airflow_kafka_stream.core.health import (
     total_lag,
 )
 from airflow_kafka_stream.core.job_state import JobState
-from airflow_kafka_stream.core.job_watch import Outcome, summary
+from airflow_kafka_stream.core.job_watch import summary
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import StreamError
-from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, WAITING
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
@@ -97,7 +96,6 @@ class HealthLook:
             self.samples.append(LagSample(now, lag, document.batches_this_run or 0))
             self.time_lags.append(document.time_lag.max_seconds if document.time_lag is not None else None)
         verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
-        state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
-        return {"status": state, "message": verdict.message, "job": summary(status, now),
+        return {"status": verdict.outcome, "message": verdict.message, "job": summary(status, now),
                 "lag": [sample.lag for sample in self.samples], "time_lag_seconds": list(self.time_lags),
                 "time_lag": document.time_lag.to_dict() if document and document.time_lag is not None else None}

@@ -14,8 +14,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.objective import LagObjective, ObjectiveCheck, Verdict, judge_objective
-from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, WAITING
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now, who_am_i
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -26,8 +26,8 @@ BREACH_OPERATION = "objective-breach"
 #: An event status of a look at a job that does not run: nothing to hold to the objective.
 SKIPPED = "skipped"
 
-_STATUS_OF = {Verdict.MET: SUCCESS, Verdict.BREACH: FAILED, Verdict.NOT_RUNNING: SKIPPED,
-              Verdict.ABOVE: WAITING, Verdict.UNMEASURED: WAITING}
+_STATUS_OF = {Verdict.MET: WaitStatus.SUCCESS, Verdict.BREACH: WaitStatus.FAILED, Verdict.NOT_RUNNING: SKIPPED,
+              Verdict.ABOVE: WaitStatus.WAITING, Verdict.UNMEASURED: WaitStatus.WAITING}
 
 
 def recorded_objective(home: JobHome) -> LagObjective | None:

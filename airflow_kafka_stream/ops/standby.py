@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core import standby as rules
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import JobStateError
@@ -31,7 +32,7 @@ from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.launcher import Launcher, Submission, check_launch
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
-from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, TIMEOUT, WAITING, wait
+from airflow_kafka_stream.ops.watch import wait
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import end_process, process_alive
@@ -93,7 +94,8 @@ def look_standby(home: JobHome, handle: StandbyHandle) -> dict[str, Any]:
     """One look, as every driver of the wait takes it: ``success`` once READY, ``failed`` when it cannot
     become so."""
     verdict, _record = look_ready(home, handle)
-    state = {rules.Readiness.READY: SUCCESS, rules.Readiness.FAILED: FAILED}.get(verdict.outcome, WAITING)
+    state = {rules.Readiness.READY: WaitStatus.SUCCESS, rules.Readiness.FAILED: WaitStatus.FAILED}.get(
+        verdict.outcome, WaitStatus.WAITING)
     return {"status": state, "message": verdict.message}
 
 
@@ -101,10 +103,10 @@ def conclude_ready(home: JobHome, handle: StandbyHandle, event: Mapping[str, Any
                    secrets: list[str] | None = None, by: str | None = None) -> StandbyHandle:
     """The end of the wait for READY: the handle, or the standby is ended and JobStateError says why (the
     upgrade failed before any downtime; the old version runs on)."""
-    if event.get("status") == SUCCESS:
+    if event.get("status") == WaitStatus.SUCCESS:
         return handle
     why = event.get("message") or "no reason given"
-    if event.get("status") == TIMEOUT:
+    if event.get("status") == WaitStatus.TIMEOUT:
         why = f"the standby was not ready within {ready_timeout:.0f}s ({event.get('last_look')})"
     raise give_up(home, handle, why, secrets, by=by)
 

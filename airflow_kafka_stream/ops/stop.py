@@ -14,7 +14,7 @@ The stop request is revocable. When the job does not stop within the timeout:
   running batch and re-runs it on restart) and ends STOPPED; a savepoint, if asked, is of the last
   committed batch.
 
-Idempotent: a job that already ended (STOPPED or FAILED) is reported as it is.
+Idempotent: a job that already ended (STOPPED or WaitStatus.FAILED) is reported as it is.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_kafka_stream.core.job_state import FINAL_STATES, JobState
-from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
-from airflow_kafka_stream.ops.watch import SUCCESS, TIMEOUT, look_job, wait
+from airflow_kafka_stream.ops.watch import look_job, wait
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -132,15 +132,15 @@ def conclude(home: JobHome, event: dict[str, Any], phase: StopPhase, options: St
     """
     phase = StopPhase(phase)
     status = event.get("status")
-    if status == SUCCESS:
+    if status == WaitStatus.SUCCESS:
         return complete_stop(home, True, options, killed=phase is StopPhase.KILL, by=by)
-    if status == TIMEOUT and phase is StopPhase.DRAIN:
+    if status == WaitStatus.TIMEOUT and phase is StopPhase.DRAIN:
         if options.on_timeout is OnTimeout.KILL:
             request_kill(home, by=by)
             return StopPhase.KILL
         withdraw_stop(home, options.timeout, by=by, poll=poll)  # raises unless the job stopped meanwhile
         return complete_stop(home, True, options, by=by)
-    if status == TIMEOUT:
+    if status == WaitStatus.TIMEOUT:
         raise kill_unanswered(home, options.kill_timeout)
     raise OperationIncompleteError(
         f"job {home.url} did not report a stop: {event.get('message')}. It probably died; the stop request "
@@ -236,7 +236,7 @@ def _savepoint(home: JobHome, status: StatusDocument, app_version: str | None, a
 
     position = read_position(home.checkpoint_url(), home.storage_options)
     if position.in_flight_batch_id is not None and not after_kill:
-        # A FAILED job (or one stopped at once earlier) left its last batch half done.
+        # A WaitStatus.FAILED job (or one stopped at once earlier) left its last batch half done.
         raise JobStateError(
             f"job {home.url} is {status.state_text} with batch {position.in_flight_batch_id} in flight (started, "
             "never committed): a savepoint must be of a consistent checkpoint, so none was taken and nothing "

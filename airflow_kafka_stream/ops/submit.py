@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.job_state import JobState
-from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
@@ -38,7 +38,7 @@ from airflow_kafka_stream.ops.launcher import (
     example_pipeline_topics,
 )
 from airflow_kafka_stream.ops.results import SubmitResult
-from airflow_kafka_stream.ops.watch import SUCCESS, look_job, wait
+from airflow_kafka_stream.ops.watch import look_job, wait
 from airflow_kafka_stream.storage.files import client_config_from_env, is_local
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
@@ -150,7 +150,7 @@ def conclude_start(home: JobHome, submitted: SubmitResult, event: Mapping[str, A
     """The end of the wait for a submitted driver: the running job (its generation, last batch, where the
     generation started), or an error with the driver's error and the end of its log: OperationIncompleteError
     when this submit started a driver (something changed: it may still run), else JobStateError."""
-    if event.get("status") != SUCCESS:
+    if event.get("status") != WaitStatus.SUCCESS:
         tail = log_tail(submitted.driver_log, secrets)
         error = driver_error(tail)
         failure = JobStateError if submitted.action == ALREADY_RUNNING else OperationIncompleteError

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core import standby as standby_rules
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.core.upgrade_outcome import UpgradeVerdict, judge_upgrade
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
@@ -47,7 +48,7 @@ from airflow_kafka_stream.ops.standby import (
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, look_started, replay, submit
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions, stop_poll_seconds
-from airflow_kafka_stream.ops.watch import SUCCESS, wait
+from airflow_kafka_stream.ops.watch import wait
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_co
     except StreamError as exc:
         say(f"version {new.app_version} failed to start: {exc}")
         return None
-    if verdict.get("status") != SUCCESS:
+    if verdict.get("status") != WaitStatus.SUCCESS:
         say(f"version {new.app_version} failed its health gate: {verdict.get('message')}")
         return None
     return verdict

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.rehearsal import RehearsalResult, Verdict, lets_upgrade_go_on
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.standby import end_standby, launch_standby, look_standby
 from airflow_kafka_stream.ops.submit import log_tail
 from airflow_kafka_stream.ops.upgrade import UpgradeOptions
-from airflow_kafka_stream.ops.watch import SUCCESS, TIMEOUT, wait
+from airflow_kafka_stream.ops.watch import wait
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 
@@ -84,10 +85,10 @@ def check_upgrade(home: JobHome, new: Submission, launcher: Launcher, options: U
 
 def _verdict(version: str, options: UpgradeOptions, event: dict[str, Any], rehearsal: RehearsalResult | None,
              log_path: str | None, tail: str) -> UpgradeCheck:
-    if event.get("status") == SUCCESS and rehearsal is not None:
+    if event.get("status") == WaitStatus.SUCCESS and rehearsal is not None:
         return UpgradeCheck(version, str(rehearsal.verdict), rehearsal.reason, rehearsal.seconds, rehearsal.batches,
                             rehearsal.records, rehearsal.with_state, options.drop_state)
-    if event.get("status") == TIMEOUT:
+    if event.get("status") == WaitStatus.TIMEOUT:
         return UpgradeCheck(version, str(Verdict.TIMED_OUT), f"the standby was not ready within "
                             f"{options.standby_ready_timeout_seconds:.0f}s ({event.get('last_look')})",
                             drop_state=options.drop_state)

@@ -20,15 +20,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec, judge, summary
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
-
-WAITING = "waiting"
-SUCCESS = "success"
-FAILED = "failed"
-TIMEOUT = "timeout"
 
 Look = Callable[[], dict[str, Any]]
 
@@ -48,11 +43,10 @@ def look_job(home: JobHome, spec: WatchSpec, driver_pid: int | None = None, driv
         verdict = judge(status, spec, now, driver_gone(status))
         if not verdict.done:
             newer = spec.newer_than.isoformat() if spec.newer_than else None
-            return {"status": FAILED, "job": summary(status, now, driver_gone(status)), "message": (
+            return {"status": WaitStatus.FAILED, "job": summary(status, now, driver_gone(status)), "message": (
                 f"the driver process (pid {driver_pid}) exited before the job reported "
                 f"{'/'.join(sorted(spec.target_states))}; {status_shows(status, newer)}")}
-    state = {Outcome.SUCCESS: SUCCESS, Outcome.FAILED: FAILED}.get(verdict.outcome, WAITING)
-    return {"status": state, "message": verdict.message, "job": summary(status, now, driver_gone(status))}
+    return {"status": verdict.outcome, "message": verdict.message, "job": summary(status, now, driver_gone(status))}
 
 
 def status_shows(status: Mapping[str, Any] | StatusDocument | None, newer_than: str | None) -> str:
@@ -72,7 +66,7 @@ def status_shows(status: Mapping[str, Any] | StatusDocument | None, newer_than: 
 def timed_out(last: dict[str, Any], seconds: float) -> dict[str, Any]:
     """The event that ends a wait which ran out of time, saying what the last look saw (also alone, as
     ``last_look``)."""
-    return {**last, "status": TIMEOUT, "message": f"gave up after {seconds:.0f}s: {last.get('message')}",
+    return {**last, "status": WaitStatus.TIMEOUT, "message": f"gave up after {seconds:.0f}s: {last.get('message')}",
             "last_look": last.get("message")}
 
 
@@ -83,7 +77,7 @@ def look_for(look: Look, seconds: float, poll_seconds: float) -> tuple[dict[str,
     while True:
         event = look()
         spent = time.monotonic() - started
-        if event["status"] != WAITING or spent + poll_seconds > seconds:
+        if event["status"] != WaitStatus.WAITING or spent + poll_seconds > seconds:
             return event, spent
         time.sleep(poll_seconds)
 
@@ -95,7 +89,7 @@ def wait(look: Look, timeout: float, poll_seconds: float,
     deadline = time.monotonic() + timeout
     while True:
         event = look()
-        if event["status"] != WAITING:
+        if event["status"] != WaitStatus.WAITING:
             return event
         if time.monotonic() >= deadline:
             return timed_out(event, timeout)

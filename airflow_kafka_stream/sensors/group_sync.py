@@ -8,6 +8,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -56,7 +57,7 @@ class StreamGroupSyncSensor(JobHomeTask, BaseSensorOperator):
         return PokeReturnValue(is_done=found["in_sync"], xcom_value=found if found["in_sync"] else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("status") != "success":
+        if event.get("status") != WaitStatus.SUCCESS:
             raise JobStateError(f"job {self.job_home}: {event.get('message')}")
         if event.get("window_findings"):
             self.log.warning("job %s: the group's window says %s: %s", self.job_home, event.get("window"),

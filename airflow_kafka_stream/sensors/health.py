@@ -10,6 +10,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.health import HealthSpec
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -101,15 +102,15 @@ class StreamJobHealthSensor(JobHomeTask, BaseSensorOperator):
                 self._spec(), float("inf"))
         event = self._look()
         self.log.info("job %s: %s", self.job_home, event["message"])
-        if event["status"] == "failed":
+        if event["status"] == WaitStatus.FAILED:
             raise JobStateError(f"job {self.job_home} is not healthy: {event['message']}")
-        done = event["status"] == "success"
+        done = event["status"] == WaitStatus.SUCCESS
         value = {"job": event.get("job"), "lag": event.get("lag"), "message": event["message"],
                  "time_lag_seconds": event.get("time_lag_seconds"), "time_lag": event.get("time_lag")}
         return PokeReturnValue(is_done=done, xcom_value=value if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("status") != "success":
+        if event.get("status") != WaitStatus.SUCCESS:
             raise JobStateError(f"job {self.job_home} is not healthy: {event.get('message')}")
         self.log.info("job %s: %s", self.job_home, event.get("message"))
         return {"job": event.get("job"), "lag": event.get("lag"), "message": event.get("message"),

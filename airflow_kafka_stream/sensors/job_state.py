@@ -9,7 +9,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from airflow_kafka_stream.core.job_state import JobState
-from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
@@ -61,19 +61,19 @@ class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.watch import FAILED, SUCCESS, look_job
+        from airflow_kafka_stream.ops.watch import look_job
 
         # A job just submitted may not have created its home yet: no status is a reason to wait, not to fail.
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home(require=False)
         event = look_job(home, WatchSpec.of(self.target_states, self.min_batches, None, self.max_heartbeat_age))
         self.log.info("job %s: %s", self.job_home, event["message"])
-        if event["status"] == FAILED:
+        if event["status"] == WaitStatus.FAILED:
             raise JobStateError(f"job {self.job_home}: {event['message']}")
-        done = event["status"] == SUCCESS
+        done = event["status"] == WaitStatus.SUCCESS
         return PokeReturnValue(is_done=done, xcom_value=event["job"] if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("status") != "success":
+        if event.get("status") != WaitStatus.SUCCESS:
             raise JobStateError(f"job {self.job_home}: {event.get('message')}")
         self.log.info("job %s: %s", self.job_home, event.get("message"))
         return event["job"]

@@ -9,6 +9,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -94,13 +95,13 @@ class StreamLagObjectiveSensor(JobHomeTask, BaseSensorOperator):
         self.log.info("job %s: %s", self.job_home, event.get("message"))
         if event.get("status") == "skipped":
             raise AirflowSkipException(f"job {self.job_home}: {event.get('message')}")
-        if event.get("status") not in ("success", "waiting"):
+        if event.get("status") not in (WaitStatus.SUCCESS, WaitStatus.WAITING):
             raise JobStateError(f"job {self.job_home}: {event.get('message')}")
-        done = event["status"] == "success"
+        done = event["status"] == WaitStatus.SUCCESS
         return PokeReturnValue(is_done=done, xcom_value=event.get("check") if done else None)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any] | None:
-        if event.get("status") == "timeout" and self.soft_fail:  # still above, not yet a breach: skipped
+        if event.get("status") == WaitStatus.TIMEOUT and self.soft_fail:  # still above, not yet a breach: skipped
             raise AirflowSkipException(f"job {self.job_home}: {event.get('message')}")
         outcome = self._outcome(event)
         if not outcome.is_done:

@@ -9,6 +9,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
+
 
 class StreamGroupSyncTrigger(BaseTrigger):
     """Yield one event: ``success`` once group and checkpoint agree on every partition, ``timeout`` otherwise.
@@ -53,10 +55,10 @@ class StreamGroupSyncTrigger(BaseTrigger):
                 yield TriggerEvent({"status": "error", "message": f"cannot compare group and checkpoint: {exc}"})
                 return
             if found["in_sync"]:
-                yield TriggerEvent({"status": "success", "message": "group offsets equal the checkpoint", **found})
+                yield TriggerEvent({"status": WaitStatus.SUCCESS, "message": "group offsets equal the checkpoint", **found})
                 return
             if time.monotonic() >= deadline:
-                yield TriggerEvent({"status": "timeout", "message": f"not in sync after {self.timeout_seconds:.0f}s: "
+                yield TriggerEvent({"status": WaitStatus.TIMEOUT, "message": f"not in sync after {self.timeout_seconds:.0f}s: "
                                                                     + "; ".join(found["behind"][:10]), **found})
                 return
             await asyncio.sleep(self.poll_seconds)

@@ -16,7 +16,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.health import HealthSpec
-from airflow_kafka_stream.ops.watch import WAITING
+from airflow_kafka_stream.core.job_watch import WaitStatus
 
 
 class StreamJobHealthTrigger(BaseTrigger):
@@ -87,7 +87,7 @@ class StreamJobHealthTrigger(BaseTrigger):
                 yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}",
                                     "job": {"state": None}})
                 return
-            if event["status"] != WAITING:
+            if event["status"] != WaitStatus.WAITING:
                 yield TriggerEvent(event)
                 return
             self.log.info("job %s: %s", self.job_home, event.get("message"))

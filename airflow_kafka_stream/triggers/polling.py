@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from airflow.triggers.base import TriggerEvent
 
-from airflow_kafka_stream.ops.watch import WAITING, timed_out
+from airflow_kafka_stream.core.job_watch import WaitStatus
+from airflow_kafka_stream.ops.watch import timed_out
 
 
 class PollingTrigger(Protocol):
@@ -41,7 +42,7 @@ async def poll_until_done(trigger: PollingTrigger, log: Callable[..., None], sub
             yield TriggerEvent({"status": "error", "message": f"cannot read {reading}: {exc}",
                                 "job": {"state": None}})
             return
-        if event["status"] != WAITING:
+        if event["status"] != WaitStatus.WAITING:
             yield TriggerEvent(event)
             return
         if time.monotonic() >= deadline:

@@ -22,9 +22,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.watchdog import Action, Policy
 
-WAITING = "waiting"
 #: Event statuses: the watchdog must act (restart or give up); the job was stopped on purpose; a look failed.
 DUE, STOPPED, ERROR = "due", "stopped", "error"
 
@@ -64,7 +64,7 @@ class StreamJobLivenessTrigger(BaseTrigger):
         elif decision.action in (Action.RESTART, Action.KILL_AND_RESTART, Action.GIVE_UP):
             status = DUE
         else:
-            status = WAITING
+            status = WaitStatus.WAITING
         return {"status": status, "action": decision.action.value, "message": decision.reason}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -76,7 +76,7 @@ class StreamJobLivenessTrigger(BaseTrigger):
                 yield TriggerEvent({"status": ERROR, "action": None,
                                     "message": f"cannot look at job {self.job_home}: {exc}"})
                 return
-            if event["status"] != WAITING:
+            if event["status"] != WaitStatus.WAITING:
                 self.log.info("job %s: %s", self.job_home, event["message"])
                 yield TriggerEvent(event)
                 return

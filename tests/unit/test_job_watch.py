@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_kafka_stream.core.job_watch import Outcome, WatchSpec, judge, summary
+from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec, judge, summary
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 SUBMITTED = NOW - timedelta(minutes=2)
@@ -24,39 +24,39 @@ STOPPED = WatchSpec.of(["STOPPED"])
 
 CASES = [
     # id, status, spec, outcome, words in the message, why
-    ("no-status", None, RUNNING_1, Outcome.WAITING, "not reported", "the driver has not written anything yet"),
-    ("earlier-run", status("STOPPED", started=SUBMITTED - timedelta(hours=1)), RUNNING_1, Outcome.WAITING,
+    ("no-status", None, RUNNING_1, WaitStatus.WAITING, "not reported", "the driver has not written anything yet"),
+    ("earlier-run", status("STOPPED", started=SUBMITTED - timedelta(hours=1)), RUNNING_1, WaitStatus.WAITING,
      "earlier run", "a status from before the submit belongs to the previous run, whatever it says"),
-    ("starting", status("STARTING"), RUNNING_1, Outcome.WAITING, "STARTING", "starting is progress, not an end"),
-    ("running-no-batch", status("RUNNING", batches=0), RUNNING_1, Outcome.WAITING, "0 batch",
+    ("starting", status("STARTING"), RUNNING_1, WaitStatus.WAITING, "STARTING", "starting is progress, not an end"),
+    ("running-no-batch", status("RUNNING", batches=0), RUNNING_1, WaitStatus.WAITING, "0 batch",
      "running but nothing committed yet: a job that looks alive while consuming nothing is not healthy"),
-    ("running-enough", status("RUNNING", batches=1), RUNNING_1, Outcome.SUCCESS, "committed 1 batch",
+    ("running-enough", status("RUNNING", batches=1), RUNNING_1, WaitStatus.SUCCESS, "committed 1 batch",
      "RUNNING with the required batches ends the wait"),
-    ("failed", status("FAILED", error="boom"), RUNNING_1, Outcome.FAILED, "boom",
+    ("failed", status("FAILED", error="boom"), RUNNING_1, WaitStatus.FAILED, "boom",
      "a failed job fails the wait with its error"),
-    ("stopped-while-waiting-running", status("STOPPED"), RUNNING_1, Outcome.FAILED, "STOPPED",
+    ("stopped-while-waiting-running", status("STOPPED"), RUNNING_1, WaitStatus.FAILED, "STOPPED",
      "a job that ended cannot become RUNNING by itself"),
-    ("dead-driver", status("RUNNING", beat_age=300, batches=3), RUNNING_1, Outcome.FAILED, "died",
+    ("dead-driver", status("RUNNING", beat_age=300, batches=3), RUNNING_1, WaitStatus.FAILED, "died",
      "an active state with a stale heartbeat is a dead driver, even with batches"),
     ("slow-beat-not-dead", status("DRAINING", beat_age=25, heartbeat_interval_seconds=10), STOPPED,
-     Outcome.WAITING, "DRAINING", "25 s is under 4 intervals of a 10 s heartbeat"),
-    ("stopped", status("STOPPED", beat_age=900), STOPPED, Outcome.SUCCESS, "STOPPED",
+     WaitStatus.WAITING, "DRAINING", "25 s is under 4 intervals of a 10 s heartbeat"),
+    ("stopped", status("STOPPED", beat_age=900), STOPPED, WaitStatus.SUCCESS, "STOPPED",
      "a final state needs no fresh heartbeat"),
-    ("failed-while-stopping", status("FAILED", error="x"), STOPPED, Outcome.FAILED, "FAILED",
+    ("failed-while-stopping", status("FAILED", error="x"), STOPPED, WaitStatus.FAILED, "FAILED",
      "waiting for STOPPED, a FAILED job is a failure"),
-    ("failed-is-target", status("FAILED", error="x"), WatchSpec.of(["STOPPED", "FAILED"]), Outcome.SUCCESS,
+    ("failed-is-target", status("FAILED", error="x"), WatchSpec.of(["STOPPED", "FAILED"]), WaitStatus.SUCCESS,
      "FAILED", "a caller that accepts FAILED (a watchdog) gets success"),
     ("skewed-clock-not-dead", status("RUNNING", beat_age=38, batches=1, clock_skew_seconds=10), RUNNING_1,
-     Outcome.SUCCESS, "committed 1 batch", "38 s on the reader's clock is within 30 s plus the 10 s the job "
+     WaitStatus.SUCCESS, "committed 1 batch", "38 s on the reader's clock is within 30 s plus the 10 s the job "
      "declared its driver's clock may lag (another host)"),
     ("skewed-clock-still-dead", status("RUNNING", beat_age=41, batches=1, clock_skew_seconds=10), RUNNING_1,
-     Outcome.FAILED, "died", "past the limit plus the declared skew the driver is gone"),
+     WaitStatus.FAILED, "died", "past the limit plus the declared skew the driver is gone"),
     ("skewed-start-is-this-run", status("RUNNING", batches=1, started=SUBMITTED - timedelta(seconds=4),
-                                        clock_skew_seconds=5), RUNNING_1, Outcome.SUCCESS, "committed",
+                                        clock_skew_seconds=5), RUNNING_1, WaitStatus.SUCCESS, "committed",
      "a driver whose clock runs 4 s behind the submitter's started 'before' the submit, within the skew"),
     ("undeclared-skew-is-none", status("RUNNING", batches=1, started=SUBMITTED - timedelta(seconds=4)), RUNNING_1,
-     Outcome.WAITING, "earlier run", "without a declared skew, clocks are compared as on one host"),
-    ("future-heartbeat-is-fresh", status("RUNNING", beat_age=-20, batches=1), RUNNING_1, Outcome.SUCCESS,
+     WaitStatus.WAITING, "earlier run", "without a declared skew, clocks are compared as on one host"),
+    ("future-heartbeat-is-fresh", status("RUNNING", beat_age=-20, batches=1), RUNNING_1, WaitStatus.SUCCESS,
      "committed", "a driver whose clock runs ahead writes heartbeats from the future: fresh, not an error"),
 ]
 
