@@ -33,10 +33,21 @@ from typing import Any
 from airflow_kafka_stream.core.job_watch import heartbeat_age
 from airflow_kafka_stream.core.liveness import is_stale
 
-LAUNCHED, STARTING, READY, TAKING_OVER, ACTIVE, FAILED, ENDED = (
-    "LAUNCHED", "STARTING", "READY", "TAKING_OVER", "ACTIVE", "FAILED", "ENDED")
-LIVE_STATES = frozenset({LAUNCHED, STARTING, READY, TAKING_OVER})
-FINAL_STATES = frozenset({ACTIVE, FAILED, ENDED})
+
+class StandbyState(enum.StrEnum):
+    """The states of a standby's record, in the order of the module docstring."""
+
+    LAUNCHED = "LAUNCHED"
+    STARTING = "STARTING"
+    READY = "READY"
+    TAKING_OVER = "TAKING_OVER"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    ENDED = "ENDED"
+
+
+LIVE_STATES = frozenset({StandbyState.LAUNCHED, StandbyState.STARTING, StandbyState.READY, StandbyState.TAKING_OVER})
+FINAL_STATES = frozenset({StandbyState.ACTIVE, StandbyState.FAILED, StandbyState.ENDED})
 
 #: What the go file (``control/standby-go.json``) asks of the standby holding its token.
 GO, CANCEL = "go", "cancel"
@@ -82,7 +93,7 @@ def is_live(record: Mapping[str, Any] | None, process_alive: bool | None, now: d
     """
     if not record or record.get("state") not in LIVE_STATES or process_alive is False:
         return False
-    if record.get("state") == LAUNCHED:
+    if record.get("state") == StandbyState.LAUNCHED:
         launched = _launched_at(record)
         return launched is not None and (now - launched).total_seconds() <= start_grace_seconds
     return not heartbeat_stale(record, now)
@@ -105,18 +116,18 @@ def judge_ready(record: Mapping[str, Any] | None, token: str, process_alive: boo
         return ReadyVerdict(Readiness.WAITING, "the standby's driver is starting")
     state = record.get("state")
     # 2. It said it failed, or it was ended.
-    if state in (FAILED, ENDED):
+    if state in (StandbyState.FAILED, StandbyState.ENDED):
         return ReadyVerdict(Readiness.FAILED, f"the standby is {state}: {record.get('error') or 'no reason given'}")
     # 3. Its process is gone.
     if process_alive is False:
         return ReadyVerdict(Readiness.FAILED, f"the standby's process exited in state {state} (see its log)")
     # 4. It stopped heart-beating.
-    if state != LAUNCHED and heartbeat_stale(record, now):
+    if state != StandbyState.LAUNCHED and heartbeat_stale(record, now):
         age = heartbeat_age(record, now)
         return ReadyVerdict(Readiness.FAILED, f"the standby stopped heart-beating in state {state} "
                                               f"({'no heartbeat' if age is None else f'last {age:.0f}s ago'})")
     # 5. Ready.
-    if state == READY:
+    if state == StandbyState.READY:
         return ReadyVerdict(Readiness.READY, f"the standby is READY (pid {record.get('pid')} on {record.get('host')})")
     # 6. Still coming up.
     return ReadyVerdict(Readiness.WAITING, f"the standby is {state}")

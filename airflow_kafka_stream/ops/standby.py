@@ -70,7 +70,7 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
         driver = launcher.launch(submission, driver_log_path(home, now, prefix="standby-driver"),
                                  {STANDBY_ENV: token})
         handle = StandbyHandle(token, str(app_version), driver.pid, driver.host, driver.log, now.isoformat())
-        home.write_standby_record({"state": rules.LAUNCHED, "token": token, "version": str(app_version),
+        home.write_standby_record({"state": rules.StandbyState.LAUNCHED, "token": token, "version": str(app_version),
                                             "pid": driver.pid, "host": driver.host, "log": driver.log,
                                             "launched_at": now.isoformat(), "rehearse": rehearse})
         if not check:
@@ -141,7 +141,7 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
         found = home.standby_record() or {}
         ours = found.get("token") == handle.token
         live = ours and found.get("state") in rules.LIVE_STATES
-        if ours and found.get("state") == rules.TAKING_OVER:
+        if ours and found.get("state") == rules.StandbyState.TAKING_OVER:
             raise JobStateError(f"the standby of {home.url} is already taking over (go given at "
                                 f"{found.get('go_at')}); stop the job instead of ending the standby")
         home.write_standby_go({"token": handle.token, "action": rules.CANCEL, "by": record["by"],
@@ -153,7 +153,7 @@ def end_standby(home: JobHome, handle: StandbyHandle, reason: str, by: str | Non
         if home.remove_rehearsal(handle.token):  # a standby killed mid-rehearsal cannot clean its scratch
             log.info("removed the rehearsal scratch area of the ended standby %s", handle.pid)
         if live:
-            home.write_standby_record({**found, "state": rules.ENDED, "error": reason,
+            home.write_standby_record({**found, "state": rules.StandbyState.ENDED, "error": reason,
                                                 "ended_at": datetime.now(UTC).isoformat()})
         record["after"] = {"was_live": live}
         return live

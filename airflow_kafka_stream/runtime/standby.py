@@ -77,16 +77,16 @@ class Standby:
         try:
             started = time.monotonic()
             warm_up()
-            self._update(rules.READY, ready_at=utc_now().isoformat(), warm_up_seconds=round(time.monotonic() - started, 3))
+            self._update(rules.StandbyState.READY, ready_at=utc_now().isoformat(), warm_up_seconds=round(time.monotonic() - started, 3))
             log.info("standby of version %s for %s is READY after %.1fs of warm-up; waiting for the go",
                      self.version, self.home.url, time.monotonic() - started)
             go = self._wait_for_go()
         except BaseException as exc:
             if self._doc.get("state") in rules.LIVE_STATES:
-                self.end(rules.FAILED if not isinstance(exc, _Ended) else rules.ENDED, str(exc))
+                self.end(rules.StandbyState.FAILED if not isinstance(exc, _Ended) else rules.StandbyState.ENDED, str(exc))
             raise
         self.went = True
-        self._update(rules.TAKING_OVER, go_at=go.get("at"), go_by=go.get("by"), go_seen_at=utc_now().isoformat())
+        self._update(rules.StandbyState.TAKING_OVER, go_at=go.get("at"), go_by=go.get("by"), go_seen_at=utc_now().isoformat())
         log.info("standby of version %s for %s: go by %s, taking over", self.version, self.home.url, go.get("by"))
         return go
 
@@ -104,7 +104,7 @@ class Standby:
 
     def took_over(self) -> None:
         """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
-        self.end(rules.ACTIVE, None)
+        self.end(rules.StandbyState.ACTIVE, None)
         self.home.clear_standby_go()
 
     def note_query_started(self) -> None:
@@ -155,7 +155,7 @@ class Standby:
             "note": None,
             "error": None,
         }
-        self._update(rules.STARTING)
+        self._update(rules.StandbyState.STARTING)
         self._thread = threading.Thread(target=self._beat, name="standby-heartbeat", daemon=True)
         self._thread.start()
 

@@ -23,7 +23,7 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.liveness import STALE_AFTER_INTERVALS, Life
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
-from airflow_kafka_stream.core.standby import FAILED as STANDBY_FAILED
+from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
@@ -80,7 +80,7 @@ class Takeover:
             self._take_job()
         except BaseException as exc:
             if standby is not None:
-                standby.end(STANDBY_FAILED, f"taking over failed: {type(exc).__name__}: {exc}")
+                standby.end(StandbyState.FAILED, f"taking over failed: {type(exc).__name__}: {exc}")
             raise
         if standby is not None:
             standby.took_over()

@@ -93,7 +93,7 @@ def test_an_upgrade_keeping_an_incompatible_state_fails_in_its_standby_before_an
     assert refused.tasks["upgrade.stop_with_savepoint"] == "upstream_failed", refused.tasks
     assert (refused.tasks["check_upgrade"], refused.tasks["upgrade.outcome"]) == ("skipped", "failed"), refused.tasks
     record = job.jobhome.read_control(STANDBY_RECORD)
-    assert (record["version"], record["state"]) == ("2", rules.FAILED), record
+    assert (record["version"], record["state"]) == ("2", rules.StandbyState.FAILED), record
     assert record["rehearsal"]["verdict"] == "needs drop_state", record
     still_runs_untouched(job, before)
     assert not (job.home / "savepoints").exists() or not any((job.home / "savepoints").iterdir())
@@ -119,7 +119,7 @@ def test_check_only_reports_needs_drop_state_and_changes_nothing(job):
     check = [r for r in history if r["operation"] == "upgrade-check"]
     assert check and check[-1]["after"]["verdict"] == "needs drop_state", check
     record = job.jobhome.read_control(STANDBY_RECORD)
-    assert (record["version"], record["state"]) == ("3", rules.ENDED), record
+    assert (record["version"], record["state"]) == ("3", rules.StandbyState.ENDED), record
 
 
 def test_the_upgrade_with_drop_state_goes_through(job):
@@ -132,4 +132,4 @@ def test_the_upgrade_with_drop_state_goes_through(job):
     assert job.jobhome.spec()["version"] == "4" and status["state"] == "RUNNING", status
     assert status["generation"] > before["generation"], "drop_state starts a new generation"
     record = job.jobhome.read_control(STANDBY_RECORD)
-    assert (record["version"], record["state"], record["pid"]) == ("4", rules.ACTIVE, status["pid"]), record
+    assert (record["version"], record["state"], record["pid"]) == ("4", rules.StandbyState.ACTIVE, status["pid"]), record

@@ -134,7 +134,7 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
     with pytest.raises(JobStateError, match="not ready within 3s"):
         wait_ready(job.jobhome, unready, timeout=3, poll=0.2)
     assert process_alive(unready.pid, unready.host) is False, "the unready standby's process was ended"
-    assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
     # 3. An abandoned upgrade's standby, ended by an operator at a terminal; `status` shows it until then.
     abandoned = launch_standby(job.jobhome, Submission("5"), job.launcher(APPS / "unready_version.py"))
     shown = json.loads(cli_subprocess("status", "--job-home", job.home, "--json").stdout)
@@ -143,7 +143,7 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
     assert ended.returncode == 0 and "the running job was not touched" in ended.stdout, ended.stdout + ended.stderr
     assert process_alive(abandoned.pid, abandoned.host) is False
     assert (job.jobhome.read_control(STANDBY_RECORD)["state"],
-            job.jobhome.read_control(STANDBY_RECORD)["error"]) == (rules.ENDED, "upgrade abandoned")
+            job.jobhome.read_control(STANDBY_RECORD)["error"]) == (rules.StandbyState.ENDED, "upgrade abandoned")
     history = len(job.jobhome.history())
     again = cli_subprocess("standby", "end", "--job-home", job.home)
     assert again.returncode == 2 and "has no live standby (the last one is ENDED)" in again.stderr, again.stderr
@@ -158,7 +158,7 @@ def test_standbys_that_fail_never_get_ready_or_come_second_leave_the_job_untouch
     task._standby = killed.to_dict()
     task.on_kill()
     assert process_alive(killed.pid, killed.host) is False, "the killed task's standby was ended"
-    assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    assert job.jobhome.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
     runs_untouched(job, before)
 
 
@@ -173,7 +173,7 @@ def test_a_standby_whose_source_never_answers_is_never_ready_and_the_upgrade_end
                 {"bootstrap.servers": job.bootstrap}, options)
     assert "did not answer within 15s" in str(failed.value), str(failed.value)
     record = job.jobhome.read_control(STANDBY_RECORD)
-    assert record["state"] == rules.FAILED and record["version"] == "8", record
+    assert record["state"] == rules.StandbyState.FAILED and record["version"] == "8", record
     assert "ready_at" not in record, "the standby never reported READY"
     assert not process_alive(record["pid"], record["host"]), "the standby's process was ended"
     runs_untouched(job, before)
@@ -184,7 +184,7 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
     before = job.status()
     first = launch_standby(job.jobhome, Submission("2"), job.launcher())
     seen = wait_for(lambda: (job.jobhome.read_control(STANDBY_RECORD) or {}).get("state") in
-                    (rules.STARTING, rules.READY) and job.jobhome.read_control(STANDBY_RECORD)["state"],
+                    (rules.StandbyState.STARTING, rules.StandbyState.READY) and job.jobhome.read_control(STANDBY_RECORD)["state"],
                     "the standby to register", 240)
     job.kill(first.pid)
     runs_untouched(job, before)
@@ -207,7 +207,7 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
     wait_ready(job.jobhome, third, timeout=240, poll=0.2)
     handed = hand_over(job.jobhome, third, stop_job(job.jobhome, timeout=60, savepoint=True, poll=0.2))
     assert handed.pid == third.pid and handed.action == "handed-over"
-    wait_for(lambda: (job.jobhome.read_control(STANDBY_RECORD) or {}).get("state") != rules.READY,
+    wait_for(lambda: (job.jobhome.read_control(STANDBY_RECORD) or {}).get("state") != rules.StandbyState.READY,
              "the standby to take the go")
     job.kill(third.pid)
     job.first_batch_of(job.start("3").pid)
@@ -219,4 +219,4 @@ def test_a_standby_killed_at_each_step_of_the_handoff_leaves_a_job_that_restarts
     ids = output_ids(job.output)
     assert len(ids) == len(set(ids)), "a record was written twice"
     assert set(ids) == {f"e{i}" for i in range(sent)}, "a record was lost"
-    assert seen in (rules.STARTING, rules.READY)
+    assert seen in (rules.StandbyState.STARTING, rules.StandbyState.READY)

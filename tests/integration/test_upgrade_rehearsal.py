@@ -89,7 +89,7 @@ def still_runs_untouched(job: RunningJob, before: dict) -> None:
     assert {"stop", "stop-request", "restore", "standby-go"} & set(operations) == set(), operations
     assert not (job.home / "rehearsals").exists() or not any((job.home / "rehearsals").iterdir())
     record = job.jobhome.read_control(STANDBY_RECORD)
-    assert record["state"] in (rules.FAILED, rules.ENDED), record
+    assert record["state"] in (rules.StandbyState.FAILED, rules.StandbyState.ENDED), record
 
 
 def refused_before_the_stop(job: RunningJob, app: str, version: str, *expected: str,
@@ -150,7 +150,7 @@ def test_a_rehearsal_past_its_limit_or_a_standby_killed_in_it_ends_the_upgrade_b
     thread = threading.Thread(target=upgrading)
     thread.start()
     record = wait_for(lambda: (r := job.jobhome.read_control(STANDBY_RECORD) or {}).get("version") == "12"
-                      and r.get("state") == rules.STARTING and (job.home / "rehearsals" / r["token"]).exists() and r,
+                      and r.get("state") == rules.StandbyState.STARTING and (job.home / "rehearsals" / r["token"]).exists() and r,
                       "the standby to start its rehearsal", 240)
     job.kill(record["pid"])
     thread.join(300)

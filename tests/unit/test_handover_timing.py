@@ -25,7 +25,7 @@ def test_the_standby_record_times_the_go_the_takeover_and_the_query_start(tmp_pa
     thread = threading.Thread(target=standby.stand_by, args=(lambda: None,), daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while (home.read_control(STANDBY_RECORD) or {}).get("state") != rules.READY and time.monotonic() < deadline:
+    while (home.read_control(STANDBY_RECORD) or {}).get("state") != rules.StandbyState.READY and time.monotonic() < deadline:
         time.sleep(0.02)
     home.write_control(STANDBY_GO, {"token": "mine", "action": rules.GO, "by": "upgrade",
                                     "at": datetime.now(UTC).isoformat()})
@@ -33,7 +33,7 @@ def test_the_standby_record_times_the_go_the_takeover_and_the_query_start(tmp_pa
     standby.took_over()
     standby.note_query_started()
     record = home.read_control(STANDBY_RECORD)
-    assert record["state"] == rules.ACTIVE, "noting the query start changes no state"
+    assert record["state"] == rules.StandbyState.ACTIVE, "noting the query start changes no state"
     seen, taken, started = (datetime.fromisoformat(record[key]) for key in ("go_seen_at", "ended_at",
                                                                             "query_started_at"))
     assert datetime.fromisoformat(record["go_at"]) <= seen <= taken <= started

@@ -29,7 +29,7 @@ def standing_by(home: JobHome, token: str, **kwargs) -> tuple[Standby, threading
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while (home.read_control(STANDBY_RECORD) or {}).get("state") != rules.READY and time.monotonic() < deadline:
+    while (home.read_control(STANDBY_RECORD) or {}).get("state") != rules.StandbyState.READY and time.monotonic() < deadline:
         time.sleep(0.02)
     return standby, thread, outcome
 
@@ -53,10 +53,10 @@ def test_the_go_for_its_token_lets_it_take_over_and_the_record_ends_active(tmp_p
     home.write_control(STANDBY_GO, {"token": "mine", "action": rules.GO, "by": "upgrade"})
     thread.join(5)
     assert outcome["go"]["by"] == "upgrade"
-    assert home.read_control(STANDBY_RECORD)["state"] == rules.TAKING_OVER
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.TAKING_OVER
     standby.took_over()
     record = home.read_control(STANDBY_RECORD)
-    assert (record["state"], record["pid"], record["host"]) == (rules.ACTIVE, os.getpid(), socket.gethostname())
+    assert (record["state"], record["pid"], record["host"]) == (rules.StandbyState.ACTIVE, os.getpid(), socket.gethostname())
     assert home.read_control(STANDBY_GO) is None
 
 
@@ -68,7 +68,7 @@ def test_a_job_that_stops_by_itself_is_not_taken_over_without_a_go(tmp_path):
     assert "does not take over without one" in home.read_control(STANDBY_RECORD)["note"]
     thread.join(5)
     assert "gave up waiting" in outcome["error"] and "go" not in outcome
-    assert home.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
 
 
 def test_a_cancel_ends_it(tmp_path):
@@ -77,4 +77,4 @@ def test_a_cancel_ends_it(tmp_path):
     home.write_control(STANDBY_GO, {"token": "mine", "action": rules.CANCEL, "by": "upgrade", "reason": "not ready"})
     thread.join(5)
     assert "ended by upgrade: not ready" in outcome["error"]
-    assert home.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED

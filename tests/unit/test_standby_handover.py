@@ -25,7 +25,7 @@ def ready_standby(tmp_path):
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
     now = datetime.now(UTC)
     handle = StandbyHandle("tok", "2", proc.pid, socket.gethostname(), str(tmp_path / "standby.log"), now.isoformat())
-    home.write_control(STANDBY_RECORD, {"state": rules.READY, "token": "tok", "pid": proc.pid,
+    home.write_control(STANDBY_RECORD, {"state": rules.StandbyState.READY, "token": "tok", "pid": proc.pid,
                                         "host": socket.gethostname(), "heartbeat_epoch": now.timestamp(),
                                         "heartbeat_interval_seconds": 5})
     yield home, handle, proc
@@ -37,7 +37,7 @@ def test_a_job_that_stopped_by_itself_is_not_taken_over_and_the_standby_is_ended
     home, handle, proc = ready_standby
     with pytest.raises(JobStateError, match="does not take over a job that stopped by itself unless told to"):
         hand_over(home, handle, {"was_running": False, "state": "FAILED"})
-    assert home.read_control(STANDBY_RECORD)["state"] == rules.ENDED
+    assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
     assert proc.wait(10) is not None, "its process was ended"
     assert home.read_control(STANDBY_GO) is None, "the cancel went with its standby: nothing is left lying"
 

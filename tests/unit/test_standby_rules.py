@@ -7,13 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_kafka_stream.core.standby import (
-    ACTIVE,
-    ENDED,
-    FAILED,
-    LAUNCHED,
-    READY,
-    STARTING,
     Readiness,
+    StandbyState,
     is_live,
     judge_ready,
 )
@@ -32,16 +27,16 @@ def record(state: str, beat_age: float | None = 1.0, launched_ago: float = 30.0,
 LIVE = [
     # id, record, process alive, expected, why
     ("none", None, None, False, "no standby was ever started"),
-    ("launched-starting-jvm", record(LAUNCHED, beat_age=None), True, True, "a JVM takes seconds before it beats"),
-    ("launched-process-gone", record(LAUNCHED, beat_age=None), False, False, "a broken version exited"),
-    ("launched-past-grace", record(LAUNCHED, beat_age=None, launched_ago=900), None, False,
+    ("launched-starting-jvm", record(StandbyState.LAUNCHED, beat_age=None), True, True, "a JVM takes seconds before it beats"),
+    ("launched-process-gone", record(StandbyState.LAUNCHED, beat_age=None), False, False, "a broken version exited"),
+    ("launched-past-grace", record(StandbyState.LAUNCHED, beat_age=None, launched_ago=900), None, False,
      "silent past the start grace on another host: gone"),
-    ("ready-beating", record(READY), True, True, "it waits for its go"),
-    ("ready-other-host", record(READY), None, True, "the heartbeat decides where the pid cannot be checked"),
-    ("ready-stale", record(READY, beat_age=60), None, False, "killed on another host"),
-    ("ready-killed-here", record(READY), False, False, "a dead process does not wait for anything"),
-    ("active", record(ACTIVE), True, False, "it became the job's driver: a new standby may come"),
-    ("ended", record(ENDED), True, False, "ended by its upgrade"),
+    ("ready-beating", record(StandbyState.READY), True, True, "it waits for its go"),
+    ("ready-other-host", record(StandbyState.READY), None, True, "the heartbeat decides where the pid cannot be checked"),
+    ("ready-stale", record(StandbyState.READY, beat_age=60), None, False, "killed on another host"),
+    ("ready-killed-here", record(StandbyState.READY), False, False, "a dead process does not wait for anything"),
+    ("active", record(StandbyState.ACTIVE), True, False, "it became the job's driver: a new standby may come"),
+    ("ended", record(StandbyState.ENDED), True, False, "ended by its upgrade"),
 ]
 
 
@@ -53,16 +48,16 @@ def test_is_live(case, doc, alive, expected, why):
 READINESS = [
     ("not-registered", None, True, Readiness.WAITING, "the driver is starting"),
     ("exited-unregistered", None, False, Readiness.FAILED, "a broken application"),
-    ("other-token", record(READY, token="other"), True, Readiness.WAITING, "another standby's record is not ours"),
-    ("launched", record(LAUNCHED, beat_age=None), True, Readiness.WAITING, "the JVM starts"),
-    ("starting", record(STARTING), True, Readiness.WAITING, "it warms up"),
-    ("ready", record(READY), True, Readiness.READY, "ready for the go"),
-    ("ready-killed", record(READY), False, Readiness.FAILED, "killed while waiting: its record still says READY"),
-    ("ready-stale", record(READY, beat_age=60), None, Readiness.FAILED, "killed on another host"),
-    ("failed", record(FAILED), True, Readiness.FAILED, "it reported its failure"),
-    ("ended", record(ENDED), None, Readiness.FAILED, "it was ended"),
-    ("starting-exited", record(STARTING), False, Readiness.FAILED, "killed while warming up"),
-    ("starting-stale", record(STARTING, beat_age=60), None, Readiness.FAILED, "hangs or died on another host"),
+    ("other-token", record(StandbyState.READY, token="other"), True, Readiness.WAITING, "another standby's record is not ours"),
+    ("launched", record(StandbyState.LAUNCHED, beat_age=None), True, Readiness.WAITING, "the JVM starts"),
+    ("starting", record(StandbyState.STARTING), True, Readiness.WAITING, "it warms up"),
+    ("ready", record(StandbyState.READY), True, Readiness.READY, "ready for the go"),
+    ("ready-killed", record(StandbyState.READY), False, Readiness.FAILED, "killed while waiting: its record still says READY"),
+    ("ready-stale", record(StandbyState.READY, beat_age=60), None, Readiness.FAILED, "killed on another host"),
+    ("failed", record(StandbyState.FAILED), True, Readiness.FAILED, "it reported its failure"),
+    ("ended", record(StandbyState.ENDED), None, Readiness.FAILED, "it was ended"),
+    ("starting-exited", record(StandbyState.STARTING), False, Readiness.FAILED, "killed while warming up"),
+    ("starting-stale", record(StandbyState.STARTING, beat_age=60), None, Readiness.FAILED, "hangs or died on another host"),
 ]
 
 
