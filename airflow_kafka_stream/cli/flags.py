@@ -2,7 +2,7 @@
 
 An operation's refusal names settings (``StreamError.settings``: ``drop_state``,
 ``scope``...), never a front end's spelling; the CLI adds its flags here, an
-operator its parameters (``operators/refusals.py``).
+operator its parameters (``tasks/refusals.py``).
 """
 
 from __future__ import annotations

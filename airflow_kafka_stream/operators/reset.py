@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, strategy_kind
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 #: The strategies the ``strategy`` parameter takes, as the CLI names them (core.reset_strategy.StrategyKind).
 STRATEGIES = tuple(kind.value for kind in StrategyKind.choices())

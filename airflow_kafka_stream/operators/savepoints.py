@@ -11,8 +11,8 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.ops.savepoints import LATEST, retention
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 
 @refusals_name_parameters

@@ -8,12 +8,12 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_kafka_stream.core.values import flag
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
 
 

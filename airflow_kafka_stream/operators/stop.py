@@ -13,10 +13,10 @@ from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import in_parameters, refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.stop import StopOptions, StopPhase
+from airflow_kafka_stream.tasks.refusals import in_parameters, refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 #: The wait ends on either final state; complete_stop turns FAILED into an error. Plain names: a trigger's

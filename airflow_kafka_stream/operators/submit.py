@@ -14,9 +14,9 @@ from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.submit import submit
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 

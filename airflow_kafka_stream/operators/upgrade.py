@@ -37,7 +37,6 @@ from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators import stream_stats
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.savepoints import StreamRestoreOperator
 from airflow_kafka_stream.operators.standby import (
     StreamStandbyOperator,
@@ -50,6 +49,7 @@ from airflow_kafka_stream.ops.upgrade import pin_reason
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint", "restore_without_state",
                                          "submit_new_version", "health_gate")

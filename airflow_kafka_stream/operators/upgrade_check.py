@@ -11,8 +11,8 @@ from airflow.sdk import Context
 from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 #: What to change, per verdict that stops an upgrade: the words, then the parameters that give it.
 _WAY_OUT = {

@@ -12,7 +12,7 @@ from airflow_kafka_stream.core.verify import Status
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 #: Every status but OK fails the task by default (lag alone is not a problem).
 DEFAULT_FAIL_ON = tuple(status.value for status in Status if status is not Status.OK)

@@ -11,7 +11,7 @@ from airflow_kafka_stream.core.watchdog import WATCHDOG, Policy
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 
 @refusals_name_parameters
@@ -52,7 +52,7 @@ class StreamWatchdogOperator(BaseOperator):
                  storage_conn_id: str | None = None, max_lag_seconds: float | str | None = None,
                  for_seconds: float | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from airflow_kafka_stream.operators.objective_check import refuse_bad_objective
+        from airflow_kafka_stream.tasks.objective_check import refuse_bad_objective
 
         refuse_bad_objective(max_lag_seconds, for_seconds)
         self.max_lag_seconds, self.for_seconds = max_lag_seconds, for_seconds
@@ -81,7 +81,7 @@ class StreamWatchdogOperator(BaseOperator):
             from airflow_kafka_stream.operators import stream_stats
 
             stream_stats.incr(stream_stats.WATCHDOG_RESTARTS, home.spec().get("job"))
-        from airflow_kafka_stream.operators.objective_check import check_objective
+        from airflow_kafka_stream.tasks.objective_check import check_objective
 
         check_objective(self, context, home, result.to_dict())
         return result.to_dict()

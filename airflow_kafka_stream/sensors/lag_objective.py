@@ -14,8 +14,8 @@ from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.operators.objective_check import UNSET, refuse_bad_objective
-from airflow_kafka_stream.operators.refusals import refusals_name_parameters
+from airflow_kafka_stream.tasks.objective_check import UNSET, refuse_bad_objective
+from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.lag_objective import StreamLagObjectiveTrigger
 
 

@@ -12,7 +12,7 @@ from airflow.sdk import BaseOperator
 import airflow_kafka_stream.operators
 import airflow_kafka_stream.sensors
 from airflow_kafka_stream.links.job_page import JobHomeTask, StreamJobPageLink
-from airflow_kafka_stream.operators.refusals import parameters_of
+from airflow_kafka_stream.tasks.refusals import parameters_of
 
 
 def _tasks_taking_a_job_home() -> list[type]:

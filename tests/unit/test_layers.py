@@ -41,7 +41,7 @@ LAYERS = tuple(sorted(path.stem if path.is_file() else path.name for path in PAC
                       or (path.suffix == ".py" and path.stem != "__init__")))
 
 #: The Airflow front end and the command line: nothing below them may call up into them.
-CONTROL_PLANE_FRONTS = ("operators", "hooks", "triggers", "sensors", "plugins", "links", "cli")
+CONTROL_PLANE_FRONTS = ("operators", "hooks", "triggers", "sensors", "tasks", "plugins", "links", "cli")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,14 @@ RULES = (
          ours("source", "runtime", "spark", *CONTROL_PLANE_FRONTS) + AIRFLOW,
          "ops/ is the one operation API the CLI and Airflow both call: it starts drivers through a launcher, "
          "it does not import the driver side, nor Airflow (hooks/spark_driver.py adapts SparkSubmitHook)"),
-    Rule("airflow-tasks-through-hooks-and-ops", ("operators", "sensors", "triggers"),
+    Rule("sensors-below-operators", ("sensors", "tasks"),
+         ours("operators"),
+         "operators build task groups out of sensors (the upgrade's health gate), so a sensor never imports an "
+         "operator: what both need lives in tasks/"),
+    Rule("tasks-below-sensors", ("tasks",),
+         ours("sensors"),
+         "tasks/ holds what operators and sensors share; it imports neither"),
+    Rule("airflow-tasks-through-hooks-and-ops", ("operators", "sensors", "triggers", "tasks"),
          ours("storage", "kafka"),
          "operators, sensors and triggers only translate Airflow's parameters: the job home and the broker are "
          "reached through hooks.stream_job.StreamJobHook and the operations of ops/, so each decision is made "

@@ -2,7 +2,7 @@
 
 The operations (``ops/``, ``core/``) name settings (``drop_state``, ``scope``...) in ``StreamError.settings``;
 the CLI adds the flag of each (``cli.flags.OPTION_OF_SETTING``), an operator its parameter
-(``operators/refusals.py``). A refusal with several reasons names them all in one message.
+(``tasks/refusals.py``). A refusal with several reasons names them all in one message.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from airflow_kafka_stream.cli import build_parser
 from airflow_kafka_stream.cli.flags import OPTION_OF_SETTING, refusal_text
 from airflow_kafka_stream.core.sink import Sink
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals, StreamError
-from airflow_kafka_stream.operators.refusals import parameter_for, refusals_name_parameters
+from airflow_kafka_stream.tasks.refusals import parameter_for, refusals_name_parameters
 
 PACKAGE = Path(errors.__file__).parent
 WALKED = ("ops", "core")
