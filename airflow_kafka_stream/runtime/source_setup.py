@@ -13,8 +13,8 @@ import tempfile
 
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
 from airflow_kafka_stream.source.binding import BINDING_OPTION, write_binding
-from airflow_kafka_stream.source.source import placement_of
 from airflow_kafka_stream.source.source_options import parse_source_options
+from airflow_kafka_stream.source.stream_reader import placement_of
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.source.driver_consumers import DriverConsumers
 from airflow_kafka_stream.source.offset_ranges import OffsetRange
 from airflow_kafka_stream.source.read_placement import ReadPlacement
-from airflow_kafka_stream.source.source import KafkaRange, KafkaStreamReader, parse_offsets
+from airflow_kafka_stream.source.stream_reader import KafkaRange, KafkaStreamReader, parse_offsets
 
 log = logging.getLogger(__name__)
 

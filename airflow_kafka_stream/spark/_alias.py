@@ -71,8 +71,12 @@ MOVED: dict[str, Moved] = {
     "session": Moved("airflow_kafka_stream.runtime.session", (
         "local_session", "executor_count")),
     "source": Moved("airflow_kafka_stream.source.source", (
-        "FORMAT_NAME", "register", "source_schema", "KafkaStreamDataSource", "placement_of", "KafkaRange",
-        "parse_offsets", "KafkaStreamReader")),
+        "FORMAT_NAME", "register", "source_schema", "KafkaStreamDataSource"), {
+        "placement_of": "airflow_kafka_stream.source.stream_reader",
+        "KafkaRange": "airflow_kafka_stream.source.stream_reader",
+        "parse_offsets": "airflow_kafka_stream.source.stream_reader",
+        "KafkaStreamReader": "airflow_kafka_stream.source.stream_reader",
+    }),
     "source_options": Moved("airflow_kafka_stream.source.source_options", (
         "SUBSCRIBE", "SUBSCRIBE_PATTERN", "ASSIGN", "DEFAULT_POLL_TIMEOUT_MS", "DEFAULT_CACHE_TIMEOUT_MS",
         "DEFAULT_MIN_RECORDS_PER_TASK", "DEFAULT_IDLE_POLL_INTERVAL_MS", "DEFAULT_DRIVER_READ_MAX_RECORDS",

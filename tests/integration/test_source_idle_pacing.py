@@ -12,8 +12,8 @@ import time
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from airflow_kafka_stream.source.source import KafkaStreamReader
 from airflow_kafka_stream.source.source_options import parse_source_options
+from airflow_kafka_stream.source.stream_reader import KafkaStreamReader
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration

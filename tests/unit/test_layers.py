@@ -224,3 +224,71 @@ def test_no_module_exceeds_the_size_limit():
     """Each module holds one job: none above MAX_MODULE_LINES lines (the C extension's source is not Python)."""
     sizes = {module_name(path): len(path.read_text().splitlines()) for path in package_modules()}
     assert not {name: lines for name, lines in sizes.items() if lines > MAX_MODULE_LINES}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules of it that it imports (a package's __init__ aside)."""
+    modules = {module_name(path): path for path in package_modules()}
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, path in modules.items():
+        for imported in imports_of(path):
+            name = imported.name
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module and modules[name].name != "__init__.py":
+                graph[module].add(name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """No import cycle between modules, through any number of them and imports inside functions too: each
+    module can be read (and tested) after the ones it uses. The source's data source and its driver reader
+    imported each other until the planner moved to source/stream_reader.py."""
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_finder_finds_one():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _cycles(graph) == [["a", "b", "c"]]

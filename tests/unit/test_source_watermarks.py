@@ -12,8 +12,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.errors import KafkaAccessError
 from airflow_kafka_stream.kafka import metadata
-from airflow_kafka_stream.source.source import KafkaStreamReader
 from airflow_kafka_stream.source.source_options import parse_source_options
+from airflow_kafka_stream.source.stream_reader import KafkaStreamReader
 
 KIND = {metadata.EARLIEST: "low", metadata.LATEST: "high"}
 
