@@ -46,11 +46,6 @@ from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat h
 )
 from airflow_kafka_stream.core.values import seconds
 
-STARTING, RUNNING, DRAINING, STOPPED, FAILED = (JobState.STARTING, JobState.RUNNING, JobState.DRAINING,
-                                                JobState.STOPPED, JobState.FAILED)
-ACTIVE_STATES = LIVE_STATES
-KNOWN_STATES = ALL_STATES
-
 
 class WaitStatus(enum.StrEnum):
     """Where a wait stands: every look, trigger event and sensor reads one of these (``event["status"]``)."""
@@ -87,10 +82,10 @@ class WatchSpec:
            max_heartbeat_age: float = 30.0) -> WatchSpec:
         """Validate and build; raises ValueError naming the bad argument."""
         states = frozenset(s.upper() for s in target_states)
-        unknown = sorted(states - KNOWN_STATES)
+        unknown = sorted(states - ALL_STATES)
         if not states or unknown:
             raise ValueError(
-                f"target_states must be a non-empty subset of {state_names(KNOWN_STATES)}, got {sorted(target_states)}"
+                f"target_states must be a non-empty subset of {state_names(ALL_STATES)}, got {sorted(target_states)}"
             )
         if isinstance(min_batches, bool) or not isinstance(min_batches, int) or min_batches < 0:
             raise ValueError(f"min_batches must be a whole number >= 0, got {min_batches!r}")
@@ -151,7 +146,7 @@ def not_reported_yet(status: Mapping[str, Any] | None, spec: WatchSpec) -> Verdi
 
 # 2. The job failed.
 def job_failed(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
-    if status.get("state") == FAILED and FAILED not in spec.target_states:
+    if status.get("state") == JobState.FAILED and JobState.FAILED not in spec.target_states:
         return Verdict(WaitStatus.FAILED, f"the job FAILED: {status.get('error') or 'no error recorded'}")
     return None
 
@@ -162,9 +157,9 @@ def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
     state = status.get("state")
     if state not in spec.target_states:
         return None
-    if state in ACTIVE_STATES and _lost(status, spec, now, processes_gone):
+    if state in LIVE_STATES and _lost(status, spec, now, processes_gone):
         return None  # rule 5 decides
-    if state == RUNNING and spec.min_batches:
+    if state == JobState.RUNNING and spec.min_batches:
         done = status.get("batches_this_run") or 0
         if done < spec.min_batches:
             return None
@@ -175,7 +170,7 @@ def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
 
 # 4. The job ended while another state was awaited.
 def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
-    if status.get("state") == STOPPED and STOPPED not in spec.target_states:
+    if status.get("state") == JobState.STOPPED and JobState.STOPPED not in spec.target_states:
         return Verdict(WaitStatus.FAILED, f"the job STOPPED (last committed batch {status.get('last_batch_id')}) "
                                        f"while {'/'.join(sorted(spec.target_states))} was awaited")
     return None
@@ -184,7 +179,7 @@ def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | Non
 # 5. The driver is gone (core.liveness: its processes are gone on this host, or its heartbeat is stale).
 def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
                 processes_gone: bool | None = None) -> Verdict | None:
-    if status.get("state") in ACTIVE_STATES and _lost(status, spec, now, processes_gone):
+    if status.get("state") in LIVE_STATES and _lost(status, spec, now, processes_gone):
         age = heartbeat_age(status, now)
         gone = "its process and JVM are gone" if processes_gone else (
             f"its heartbeat is {'missing' if age is None else f'{age:.0f}s old'}")
@@ -209,5 +204,5 @@ def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime,
         if verdict is not None:
             return verdict
     state = status.get("state")
-    progress = f", {status.get('batches_this_run') or 0} batch(es) this run" if state == RUNNING else ""
+    progress = f", {status.get('batches_this_run') or 0} batch(es) this run" if state == JobState.RUNNING else ""
     return Verdict(WaitStatus.WAITING, f"the job is {state}{progress}")

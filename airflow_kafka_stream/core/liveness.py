@@ -39,10 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_state import FINAL_STATES, LIVE_STATES  # noqa: F401 - named here too
-
-#: The states of a driver that holds the job (``core.job_state``), by their older name here.
-ACTIVE_STATES = LIVE_STATES
+from airflow_kafka_stream.core.job_state import LIVE_STATES
 
 #: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
 #: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
@@ -125,7 +122,7 @@ def liveness(status: Mapping[str, Any] | None, *, now: datetime | float, process
         return Liveness(Life.NO_STATUS, "the job has never reported a status")
     state = status.get("state")
     age = heartbeat_age(status, now)
-    if state not in ACTIVE_STATES:  # 2
+    if state not in LIVE_STATES:  # 2
         return Liveness(Life.ENDED, f"the job is {state}", age)
     if processes_gone:  # 3
         return Liveness(Life.GONE, f"the driver is gone: state {state} but its process (pid {status.get('pid')}) "

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import FAILED, RUNNING, STOPPED
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.liveness import liveness
 from airflow_kafka_stream.core.values import seconds
 
@@ -121,14 +121,14 @@ def track_progress(status: Mapping[str, Any], previous: Progress | None, lag: in
 
 
 def _dead(status: Mapping[str, Any], policy: Policy, now: datetime, processes_gone: bool | None) -> str | None:
-    if status.get("state") == FAILED:
+    if status.get("state") == JobState.FAILED:
         return f"the job FAILED: {status.get('error') or 'no error recorded'}"
     found = liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=policy.max_heartbeat_age)
     return found.reason if found.lost else None
 
 
 def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, policy: Policy, now: datetime) -> str | None:
-    if status.get("state") != RUNNING or lag is None or lag <= 0:
+    if status.get("state") != JobState.RUNNING or lag is None or lag <= 0:
         return None
     waited = (now - progress.since).total_seconds()
     shrinking = progress.lag is not None and lag < progress.lag
@@ -148,7 +148,7 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
     """
     if not status:  # 1
         return Decision(Action.NOTHING, "the job has never reported a status")
-    if stop_requested or status.get("state") == STOPPED:  # 2
+    if stop_requested or status.get("state") == JobState.STOPPED:  # 2
         return Decision(Action.NOTHING, f"the job is {status.get('state')}"
                                         + (" with a stop requested" if stop_requested else "") + ": stopped on purpose",
                         stopped_on_purpose=True)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.job_state import FINAL_STATES, JobState
 from airflow_kafka_stream.core.liveness import DEAD, GAVE_UP
 from airflow_kafka_stream.core.status_document import TimeLag
 from airflow_kafka_stream.ops.results import History, JobStatus, StopResult, UnlockResult
-from airflow_kafka_stream.storage.status import FAILED, FINAL_STATES
 
 #: Partitions named on the status's time lag line (the most behind first).
 TIME_LAG_PARTITIONS = 5
@@ -26,7 +25,7 @@ def stop_text(result: StopResult) -> str:
     lines = [head, f"last committed batch: {result.batch_id}", f"offsets: {result.offsets}"]
     if result.note:
         lines.append(f"note: {result.note}")
-    if state == FAILED and result.error:
+    if state == JobState.FAILED and result.error:
         lines.append(f"error: {result.error}")
     if result.savepoint is not None:
         made = result.savepoint

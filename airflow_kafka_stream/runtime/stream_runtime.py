@@ -44,6 +44,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.core.redaction import redact_text, secret_values
 from airflow_kafka_stream.errors import JobStateError
@@ -61,7 +62,6 @@ from airflow_kafka_stream.runtime.standby import Standby
 from airflow_kafka_stream.runtime.supervision import Supervision
 from airflow_kafka_stream.runtime.takeover import StartedAhead, Takeover
 from airflow_kafka_stream.runtime.time_lag import TimeLagSampler
-from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
         self._application_id = application_id(spark)
         self.home = JobHome(home_url, config.storage_options)
         self._lock = threading.Lock()
-        self._state = st.STARTING
+        self._state = JobState.STARTING
         self._started_at = utc_now()
         self._stopped_at: datetime | None = None
         self._error: str | None = None
@@ -210,7 +210,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
                 query = writer.option("checkpointLocation", self.spark_checkpoint_location()).start()
             self._keep_query(query)
             batch_listener.query_id = self._query_ids[0]
-            self._set_state(st.RUNNING)
+            self._set_state(JobState.RUNNING)
             self._query_started()
             by_request = self._supervise()
         except Exception as exc:  # noqa: BLE001 - recorded as FAILED in the status and the result
@@ -284,7 +284,7 @@ class StreamRuntime(Takeover, SourceSetup, Supervision, Heartbeat, RuntimeMetric
                         self.committer.last_error)
         failed = self._error is not None
         self._stopped_at = utc_now()
-        self._state = st.FAILED if failed else st.STOPPED
+        self._state = JobState.FAILED if failed else JobState.STOPPED
         self._closing.set()
         self._wake_status.set()
         if self._status_thread is not None:

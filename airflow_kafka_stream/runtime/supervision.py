@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_started_position
+from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import utc_now
@@ -56,7 +57,7 @@ class Supervision:
                 return True
             if draining_since is None and request is not None:
                 draining_since = time.monotonic()
-                self._set_state(st.DRAINING)
+                self._set_state(JobState.DRAINING)
                 log.info("job %s: stop requested by %s, draining", self.config.job_name, self._stop_requested_by)
             elif draining_since is not None and request is None:
                 draining_since = None
@@ -108,7 +109,7 @@ class Supervision:
         with self._lock:
             self._stop_requested_at = self._stop_requested_by = None
             self._drain_overdue = False
-        self._set_state(st.RUNNING)
+        self._set_state(JobState.RUNNING)
 
     def _check_drain_overdue(self, draining_since: float) -> None:
         if self._drain_overdue or time.monotonic() - draining_since <= self.config.drain_timeout_seconds:

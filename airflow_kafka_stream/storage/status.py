@@ -20,20 +20,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_kafka_stream.core.job_state import ALL_STATES, FINAL_STATES, LIVE_STATES, JobState  # noqa: F401
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
 from airflow_kafka_stream.storage.layout import STATUS
-
-#: The states by their older names here (``core.job_state.JobState`` is the vocabulary).
-STARTING = JobState.STARTING
-RUNNING = JobState.RUNNING
-DRAINING = JobState.DRAINING
-STOPPED = JobState.STOPPED
-FAILED = JobState.FAILED
-
-ACTIVE_STATES = LIVE_STATES
 
 if TYPE_CHECKING:
     from airflow_kafka_stream.core.liveness import Liveness
