@@ -54,6 +54,7 @@ class WaitStatus(enum.StrEnum):
     SUCCESS = "success"
     FAILED = "failed"
     TIMEOUT = "timeout"  # the wait gave up: what it waited for did not happen in time
+    ERROR = "error"  # a look could not be taken (storage or a broker unreachable): the message says why
 
 
 @dataclass(frozen=True)

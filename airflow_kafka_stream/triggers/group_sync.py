@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.job_watch import WaitStatus
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
 class StreamGroupSyncTrigger(BaseTrigger):
@@ -44,21 +43,16 @@ class StreamGroupSyncTrigger(BaseTrigger):
 
         return StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id).group_sync()
 
+    def poll(self) -> dict[str, Any]:
+        """One look for the polling loop: ``success`` once in sync, else ``waiting`` with the partitions behind."""
+        found = self.group_sync()
+        if found["in_sync"]:
+            return {"status": WaitStatus.SUCCESS, "message": "group offsets equal the checkpoint", **found}
+        return {"status": WaitStatus.WAITING, "message": "not in sync: " + "; ".join(found["behind"][:10]), **found}
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        deadline = time.monotonic() + self.timeout_seconds
         self.log.info("waiting up to %.0fs for the group of job %s to match its checkpoint", self.timeout_seconds,
                       self.job_home)
-        while True:
-            try:
-                found = await asyncio.to_thread(self.group_sync)
-            except Exception as exc:  # noqa: BLE001 - the event carries the reason
-                yield TriggerEvent({"status": "error", "message": f"cannot compare group and checkpoint: {exc}"})
-                return
-            if found["in_sync"]:
-                yield TriggerEvent({"status": WaitStatus.SUCCESS, "message": "group offsets equal the checkpoint", **found})
-                return
-            if time.monotonic() >= deadline:
-                yield TriggerEvent({"status": WaitStatus.TIMEOUT, "message": f"not in sync after {self.timeout_seconds:.0f}s: "
-                                                                    + "; ".join(found["behind"][:10]), **found})
-                return
-            await asyncio.sleep(self.poll_seconds)
+        async for event in poll_until_done(self, self.log.info, f"job {self.job_home}",
+                                           "the group and the checkpoint"):
+            yield event

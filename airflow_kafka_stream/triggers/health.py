@@ -9,7 +9,8 @@ than once (the window starts again) and yields one event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.health import HealthSpec
 from airflow_kafka_stream.core.job_watch import WaitStatus
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
 class StreamJobHealthTrigger(BaseTrigger):
@@ -72,23 +74,25 @@ class StreamJobHealthTrigger(BaseTrigger):
         try:
             spec = self.spec()
         except ValueError as exc:
-            yield TriggerEvent({"status": "error", "message": str(exc), "job": {"state": None}})
+            yield TriggerEvent({"status": WaitStatus.ERROR, "message": str(exc), "job": {"state": None}})
             return
         self.log.info("watching the health of job %s for up to %.0fs", self.job_home, self.timeout_seconds)
         try:
             look = await asyncio.to_thread(self.look, spec)
         except Exception as exc:  # noqa: BLE001 - the event carries the reason
-            yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}", "job": {"state": None}})
+            yield TriggerEvent({"status": WaitStatus.ERROR, "message": f"cannot observe the job: {exc}",
+                                "job": {"state": None}})
             return
-        while True:
-            try:
-                event = await asyncio.to_thread(look)
-            except Exception as exc:  # noqa: BLE001 - the event carries the reason
-                yield TriggerEvent({"status": "error", "message": f"cannot observe the job: {exc}",
-                                    "job": {"state": None}})
-                return
-            if event["status"] != WaitStatus.WAITING:
-                yield TriggerEvent(event)
-                return
-            self.log.info("job %s: %s", self.job_home, event.get("message"))
-            await asyncio.sleep(self.poll_seconds)
+        # The look ends the gate itself when its time is up; the loop's deadline, one look later, only backs it.
+        gate = _Gate(look, self.timeout_seconds + self.poll_seconds, self.poll_seconds)
+        async for event in poll_until_done(gate, self.log.info, f"job {self.job_home}", "the job"):
+            yield event
+
+
+@dataclass
+class _Gate:
+    """The health gate's look as a polling trigger (``triggers.polling``): it keeps its lag samples."""
+
+    poll: Callable[[], dict[str, Any]]
+    timeout_seconds: float
+    poll_seconds: float

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from airflow.triggers.base import TriggerEvent
@@ -22,31 +22,38 @@ from airflow_kafka_stream.ops.watch import timed_out
 
 
 class PollingTrigger(Protocol):
-    timeout_seconds: float
+    #: None: no deadline (a watch that lasts until the look says otherwise).
+    timeout_seconds: float | None
     poll_seconds: float
 
     def poll(self) -> dict[str, Any]: ...
 
 
-async def poll_until_done(trigger: PollingTrigger, log: Callable[..., None], subject: str, reading: str
-                          ) -> AsyncIterator[TriggerEvent]:
-    """Yield exactly one event: the first look that is not waiting, a storage error, or the timeout.
+async def poll_until_done(trigger: PollingTrigger, log: Callable[..., None], subject: str, reading: str,
+                          on_error: Mapping[str, Any] | None = None) -> AsyncIterator[TriggerEvent]:
+    """Yield exactly one event: the first look that is not waiting, a look that failed (``error``), or the
+    timeout. A waiting look's message is logged when it changed (a line per change, not per look).
 
-    ``subject`` names what is awaited in the log lines, ``reading`` what a failed look could not read.
+    ``subject`` names what is awaited in the log lines, ``reading`` what a failed look could not read;
+    ``on_error`` adds fields to the error event (what the task reading it expects beside the message).
     """
-    deadline = time.monotonic() + trigger.timeout_seconds
+    deadline = None if trigger.timeout_seconds is None else time.monotonic() + trigger.timeout_seconds
+    said = None
     while True:
         try:
             event = await asyncio.to_thread(trigger.poll)
-        except Exception as exc:  # noqa: BLE001 - a storage error ends the wait with its message
-            yield TriggerEvent({"status": "error", "message": f"cannot read {reading}: {exc}",
-                                "job": {"state": None}})
+        except Exception as exc:  # noqa: BLE001 - a failed look ends the wait with its message
+            yield TriggerEvent({"status": WaitStatus.ERROR, "message": f"cannot read {reading}: {exc}",
+                                "job": {"state": None}, **(on_error or {})})
             return
         if event["status"] != WaitStatus.WAITING:
+            log("%s: %s", subject, event.get("message"))
             yield TriggerEvent(event)
             return
-        if time.monotonic() >= deadline:
-            yield TriggerEvent(timed_out(event, trigger.timeout_seconds))
+        if deadline is not None and time.monotonic() >= deadline:
+            yield TriggerEvent(timed_out(event, float(trigger.timeout_seconds)))
             return
-        log("%s: %s", subject, event.get("message"))
+        if event.get("message") != said:
+            log("%s: %s", subject, event.get("message"))
+            said = event.get("message")
         await asyncio.sleep(trigger.poll_seconds)

@@ -16,7 +16,6 @@ policy as a dict), reads storage off the event loop and may run more than once.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,9 +23,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.watchdog import Action, Policy
+from airflow_kafka_stream.triggers.polling import poll_until_done
 
 #: Event statuses: the watchdog must act (restart or give up); the job was stopped on purpose; a look failed.
-DUE, STOPPED, ERROR = "due", "stopped", "error"
+DUE, STOPPED, ERROR = "due", "stopped", WaitStatus.ERROR
 
 
 class StreamJobLivenessTrigger(BaseTrigger):
@@ -46,6 +46,7 @@ class StreamJobLivenessTrigger(BaseTrigger):
         self.policy = dict(policy)
         self.storage_conn_id = storage_conn_id
         self.poll_seconds = poll_seconds
+        self.timeout_seconds = None  # it watches until the job needs the watchdog or was stopped
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
@@ -68,19 +69,6 @@ class StreamJobLivenessTrigger(BaseTrigger):
         return {"status": status, "action": decision.action.value, "message": decision.reason}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        last = None
-        while True:
-            try:
-                event = await asyncio.to_thread(self.poll)
-            except Exception as exc:  # noqa: BLE001 - a storage error ends the watch with its message
-                yield TriggerEvent({"status": ERROR, "action": None,
-                                    "message": f"cannot look at job {self.job_home}: {exc}"})
-                return
-            if event["status"] != WaitStatus.WAITING:
-                self.log.info("job %s: %s", self.job_home, event["message"])
-                yield TriggerEvent(event)
-                return
-            if event["message"] != last:  # a line per change, not per look
-                self.log.info("job %s: %s", self.job_home, event["message"])
-                last = event["message"]
-            await asyncio.sleep(self.poll_seconds)
+        async for event in poll_until_done(self, self.log.info, f"job {self.job_home}", f"job {self.job_home}",
+                                           on_error={"action": None}):
+            yield event
