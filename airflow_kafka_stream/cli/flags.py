@@ -60,6 +60,8 @@ OPTION_OF_SETTING = {
     "stop_timeout_seconds": "--stop-timeout",
     "start_timeout_seconds": "--start-timeout",
     "standby_ready_timeout_seconds": "--standby-timeout",
+    "rehearsal_timeout_seconds": "--rehearsal-timeout",
+    "application_args": "the application's arguments (after --application and --)",
 }
 
 

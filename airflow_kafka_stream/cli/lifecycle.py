@@ -21,6 +21,7 @@ from airflow_kafka_stream.cli.common import (
     nonempty,
     point_at_log,
 )
+from airflow_kafka_stream.cli.flags import refusal_text
 from airflow_kafka_stream.cli.launching import (
     add_kafka_args,
     add_launch_args,
@@ -253,10 +254,9 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
 
     found = check_upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
                           launcher_from(args, home, kafka), options, secrets=secret_values(kafka), say=say)
+    words, settings = found.way_out
     emit(args, found.to_dict(), f"version {found.app_version}: {found.verdict}: {found.reason}"
-                                + ("" if found.would_upgrade else "\nnothing was changed; "
-                                   + ("upgrade with --drop-state" if found.verdict == "needs drop_state"
-                                      else "fix the new version") + " before upgrading"))
+                                + ("" if found.would_upgrade else f"\nnothing was changed; {refusal_text(words, settings)}"))
     point_at_log(found.log, found.log_tail, args.verbose)
     return EXIT_OK if found.would_upgrade else EXIT_REFUSED
 

@@ -12,17 +12,7 @@ from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
-from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
-
-#: What to change, per verdict that stops an upgrade: the words, then the parameters that give it.
-_WAY_OUT = {
-    "needs drop_state": ("upgrade with drop_state=True (the new version then starts from the savepoint's offsets "
-                         "without the state), or keep the state's schema in the new version", ("drop_state",)),
-    "fails": ("fix the new version (its code, its sink, its arguments) and check again",
-              ("application", "application_args")),
-    "timed out": ("give the rehearsal more time, or check when the machine is less busy",
-                  ("rehearsal_timeout_seconds", "ready_timeout_seconds")),
-}
+from airflow_kafka_stream.tasks.refusals import parameter_for, refusals_name_parameters
 
 
 class UpgradeCheckFailed(StreamError):
@@ -93,7 +83,8 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
         if found.would_upgrade:
             self.log.info("an upgrade to version %s would go on: %s", self.app_version, found.verdict)
             return result
-        words, parameters = _WAY_OUT.get(found.verdict, ("", ()))
+        words, settings = found.way_out
+        parameters = tuple(parameter_for(type(self), setting) or setting for setting in settings)
         message = (f"an upgrade of {self.job_home} to version {self.app_version} would not go on: {found.verdict}: "
                    f"{found.reason}\nnothing was changed; {words}"
                    + (f"\n--- end of {found.log} ---\n{found.log_tail}" if found.log_tail else ""))

@@ -30,6 +30,17 @@ from airflow_kafka_stream.storage.operation import recorded_operation
 
 log = logging.getLogger(__name__)
 
+#: What gets a stopped upgrade going, per verdict that stops it: the words, then the settings that give it (the
+#: command line names their flags, an operator its parameters).
+WAY_OUT: dict[str, tuple[str, tuple[str, ...]]] = {
+    Verdict.NEEDS_DROP_STATE: ("upgrade without the state (drop_state: the new version then starts from the "
+                               "savepoint's offsets), or keep the state's schema in the new version", ("drop_state",)),
+    Verdict.FAILS: ("fix the new version (its code, its sink, its arguments) and check again",
+                    ("application", "application_args")),
+    Verdict.TIMED_OUT: ("give the rehearsal more time, or check when the machine is less busy",
+                        ("rehearsal_timeout_seconds", "standby_ready_timeout_seconds")),
+}
+
 
 @dataclass(frozen=True)
 class UpgradeCheck:
@@ -51,6 +62,11 @@ class UpgradeCheck:
     def would_upgrade(self) -> bool:
         """Whether an upgrade with the same ``drop_state`` would go on to stop the old version."""
         return lets_upgrade_go_on(self.verdict, self.drop_state)
+
+    @property
+    def way_out(self) -> tuple[str, tuple[str, ...]]:
+        """What to change when the upgrade would not go on (``WAY_OUT``); no words when it would."""
+        return ("", ()) if self.would_upgrade else WAY_OUT.get(self.verdict, ("", ()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"app_version": self.app_version, "verdict": self.verdict, "reason": self.reason,

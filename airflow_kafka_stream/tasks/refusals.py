@@ -25,6 +25,7 @@ PARAMETER_OF_SETTING = {
     "master": "spark_conn_id",
     "timeout": "timeout_seconds",
     "kill_timeout": "kill_timeout_seconds",
+    "standby_ready_timeout_seconds": "ready_timeout_seconds",
 }
 
 #: Operator methods an operation's refusal can come out of: the start and every resumption after a deferral.
