@@ -76,45 +76,16 @@ def kafka_settings(args: argparse.Namespace, home: Any | None) -> dict[str, Any]
 
 
 def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], base: Any | None = None):
-    """The submission the options describe; without an application or arguments, ``base`` (the running
-    version's recorded one) with the new version, so an upgrade of the same program needs only a version."""
-    from dataclasses import replace
+    """The submission the options describe (``ops.submission_plan``); ``base``, the running version's recorded
+    one, gives what a new version inherits."""
+    from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission
 
-    from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
-
-    given: dict[str, Any] = {"spark_conf": dict(args.conf)} if args.conf else {}
-    for name in ("deploy_mode", "executor_environment", "master"):
-        if getattr(args, name):
-            given[name] = getattr(args, name)
-    if args.job_home_shared:
-        given["job_home_shared"] = True
-    uses_example = not args.application and not args.application_args
-    if base is not None:
-        # Where and how the running version runs carries over to the new one unless an option says otherwise:
-        # an upgrade of a job on a cluster must not start the new version in local mode.
-        inherited = {"master": base.master, "deploy_mode": base.deploy_mode, "spark_conf": base.spark_conf,
-                     "executor_environment": base.executor_environment, "job_home_shared": base.job_home_shared}
-        given = {**{k: v for k, v in inherited.items() if v}, **given}
-        if args.conf:  # --conf adds to, or changes, the running version's Spark settings
-            given["spark_conf"] = {**base.spark_conf, **dict(args.conf)}
-        if uses_example and not (args.topic or args.group or args.output):
-            return replace(base.with_version(args.app_version), application_args=_with_version(
-                base.application_args, args.app_version), **given)
-    app_args = list(args.application_args)
-    if uses_example:
-        app_args = example_pipeline_args(job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
-                                         topics=args.topic, group=args.group or "", output_path=args.output or "",
-                                         app_version=args.app_version, starting_offsets=args.starting_offsets)
-    given.setdefault("master", "local[*]")
-    return Submission(args.app_version, args.application, tuple(app_args), **given)
-
-
-def _with_version(arguments: tuple[str, ...], version: str) -> tuple[str, ...]:
-    """The example pipeline's arguments with ``--app-version`` set to the new version."""
-    found = list(arguments)
-    if "--app-version" in found[:-1]:
-        found[found.index("--app-version") + 1] = version
-    return tuple(found)
+    request = SubmissionRequest(
+        app_version=args.app_version, application=args.application, application_args=tuple(args.application_args),
+        topics=tuple(args.topic), group=args.group, output_path=args.output, starting_offsets=args.starting_offsets,
+        spark_conf=dict(args.conf), master=args.master, deploy_mode=args.deploy_mode,
+        executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None)
+    return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"], running=base)
 
 
 def launcher_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any]):

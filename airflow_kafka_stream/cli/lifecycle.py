@@ -29,6 +29,7 @@ from airflow_kafka_stream.cli.launching import (
     launcher_from,
     submission_from,
 )
+from airflow_kafka_stream.ops.submission_plan import running_submission
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
@@ -159,7 +160,7 @@ def _standby_launch(args: argparse.Namespace) -> int:
     home = job_home(args)
     home.require()
     kafka = kafka_settings(args, home)
-    handle = launch_standby(home, submission_from(args, home, kafka, _running_submission(home)),
+    handle = launch_standby(home, submission_from(args, home, kafka, running_submission(home)),
                             launcher_from(args, home, kafka),
                             rehearse={"drop_state": args.drop_state, "timeout_seconds": args.rehearsal_timeout})
     wait_ready(home, handle, args.timeout, 0.5, secret_values(kafka))
@@ -167,17 +168,6 @@ def _standby_launch(args: argparse.Namespace) -> int:
                                  f"{handle.driver_log}); `upgrade --app-version {handle.app_version}` hands the job "
                                  "over to it")
     return EXIT_OK
-
-
-def _running_submission(home):
-    """The running version's recorded submission, which a new version of the same program starts from."""
-    from airflow_kafka_stream.ops.submit import recorded_submission
-
-    status = home.status_document()
-    version = (status.app_version if status else None) or home.spec().get("version")
-    if not version or home.submission(str(version)) is None:
-        return None
-    return recorded_submission(home, str(version))
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -238,7 +228,7 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     say = (lambda line: print(line, file=sys.stderr)) if not args.json else logging.getLogger(__name__).info
     if args.check:
         return _check(args, home, kafka, options, say)
-    outcome = upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
+    outcome = upgrade(home, submission_from(args, home, kafka, running_submission(home)),
                       launcher_from(args, home, kafka), kafka, options, secrets=secret_values(kafka), say=say)
     rehearsal = outcome.rehearsal or {}
     emit(args, outcome.to_dict(), f"upgraded {home.url} from version {outcome.previous_version} to "
@@ -252,7 +242,7 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
     from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
-    found = check_upgrade(home, submission_from(args, home, kafka, _running_submission(home)),
+    found = check_upgrade(home, submission_from(args, home, kafka, running_submission(home)),
                           launcher_from(args, home, kafka), options, secrets=secret_values(kafka), say=say)
     words, settings = found.way_out
     emit(args, found.to_dict(), f"version {found.app_version}: {found.verdict}: {found.reason}"

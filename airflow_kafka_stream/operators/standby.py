@@ -41,6 +41,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
     """
 
     template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled", "drop_state")
+    starts_a_new_version = True
 
     def __init__(self, *, enabled: bool | str = True,
                  ready_timeout_seconds: float = UPGRADE.standby_ready_timeout_seconds,
@@ -164,6 +165,7 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
     """
 
     template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "takeover_stopped")
+    starts_a_new_version = True
 
     def __init__(self, *, standby_task_id: str | None = None, stop_task_id: str | None = None,
                  takeover_stopped: bool | str = False, **kwargs: Any) -> None:

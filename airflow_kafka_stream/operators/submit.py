@@ -71,6 +71,9 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
                                       "group", "output_path", "starting_offsets", "spark_conf", "min_batches")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
+    #: Whether this task starts a new version of a job that runs (an upgrade's, a standby's, a check's): what it
+    #: does not give then comes from the running version's submission (``ops.submission_plan``).
+    starts_a_new_version = False
 
     def __init__(self, *, job_home: str, app_version: str, application: str | None = None,
                  application_args: Sequence[str] | None = None, topics: Sequence[str] | None = None,
@@ -132,7 +135,7 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     def _launch_plan(self) -> tuple[Any, Any, Any]:
         """The job home, the submission to start (given here, or recorded earlier), and the launcher."""
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
-        from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
+        from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission, running_submission
         from airflow_kafka_stream.ops.submit import recorded_submission
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
@@ -141,17 +144,19 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id, kafka, hook.storage_options())
         if self.from_submission:
             return home, recorded_submission(home, str(self.app_version)), launcher
-        args = [str(arg) for arg in as_list(self.application_args)]
-        missing = not (self.topics and self.group and self.output_path)
-        if not args and not (self.application and missing):  # your own application may take no arguments
-            args = example_pipeline_args(job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
-                                         topics=as_list(self.topics), group=self.group, output_path=self.output_path,
-                                         app_version=str(self.app_version), starting_offsets=self.starting_offsets)
         environment = self.executor_environment or conf.get("airflow_kafka_stream", "executor_environment",
                                                             fallback=None) or None
-        submission = Submission(str(self.app_version), self.application, tuple(args), self.spark_conf,
-                                self.deploy_mode, environment, self.job_home_shared, launcher.master(),
-                                self.spark_conn_id, self.kafka_conn_id)
+        request = SubmissionRequest(
+            app_version=str(self.app_version), application=self.application,
+            application_args=tuple(str(arg) for arg in as_list(self.application_args)),
+            topics=tuple(as_list(self.topics)), group=self.group or None, output_path=self.output_path or None,
+            starting_offsets=self.starting_offsets, spark_conf=dict(self.spark_conf or {}),
+            master=launcher.master(), deploy_mode=self.deploy_mode, executor_environment=environment,
+            job_home_shared=True if self.job_home_shared else None, spark_conn_id=self.spark_conn_id,
+            kafka_conn_id=self.kafka_conn_id)
+        running = running_submission(home) if self.starts_a_new_version else None
+        submission = plan_submission(request, job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
+                                     running=running)
         return home, submission, launcher
 
     def _watch(self, context: Context, submitted: dict[str, Any]) -> Any:

@@ -52,6 +52,7 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
 
     template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled", "drop_state",
                                       "fail_on_incompatible")
+    starts_a_new_version = True
 
     def __init__(self, *, enabled: bool | str = True, drop_state: bool | str = False,
                  ready_timeout_seconds: float = 600.0, rehearsal_timeout_seconds: float = 300.0,

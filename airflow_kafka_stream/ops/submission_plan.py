@@ -1,0 +1,106 @@
+"""Which submission a start asks for: the same answer from the command line and from Airflow.
+
+A start gives some of a submission (an application, its arguments, the example pipeline's topics, group and
+output, Spark settings, where the driver runs); the rest comes from rules that hold for both front-ends:
+
+1. No arguments, and no application of the user's own or the example's topics, group and output all given:
+   the example pipeline's arguments (a version of the user's own that takes the same arguments drops in).
+2. A new version of a job that has run (an upgrade, a standby): where and how the running version runs
+   carries over unless given (master, deploy mode, executor environment, a shared job home), and given Spark
+   settings add to or change the running version's. An upgrade of the same program that gives neither an
+   application, arguments nor the example's settings starts the running version's application with its
+   arguments, the version changed: an upgrade of the same program needs only a version.
+3. Nothing says where: ``local[*]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
+from airflow_kafka_stream.ops.submit import recorded_submission
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+DEFAULT_MASTER = "local[*]"
+
+
+@dataclass(frozen=True)
+class SubmissionRequest:
+    """What a start gives; None (or empty) is "not given"."""
+
+    app_version: str
+    application: str | None = None
+    application_args: Sequence[str] = ()
+    topics: Sequence[str] = ()
+    group: str | None = None
+    output_path: str | None = None
+    starting_offsets: str = "earliest"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    master: str | None = None
+    deploy_mode: str | None = None
+    executor_environment: str | None = None
+    job_home_shared: bool | None = None
+    spark_conn_id: str | None = None
+    kafka_conn_id: str | None = None
+
+    @property
+    def names_example_settings(self) -> bool:
+        return bool(self.topics or self.group or self.output_path)
+
+    @property
+    def uses_example_arguments(self) -> bool:
+        """Rule 1: the example pipeline's arguments are what this start passes."""
+        example_complete = bool(self.topics and self.group and self.output_path)
+        return not self.application_args and (not self.application or example_complete)
+
+
+def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_servers: str,
+                    running: Submission | None = None) -> Submission:
+    """The submission a start asks for, by the rules of the module docstring (``running``: the running
+    version's recorded submission, for a new version of a job that has run)."""
+    given: dict = {name: getattr(request, name) for name in (
+        "master", "deploy_mode", "executor_environment", "spark_conn_id", "kafka_conn_id") if getattr(request, name)}
+    if request.job_home_shared is not None:
+        given["job_home_shared"] = bool(request.job_home_shared)
+    if request.spark_conf:
+        given["spark_conf"] = dict(request.spark_conf)
+    if running is not None:
+        inherited = {"master": running.master, "deploy_mode": running.deploy_mode,
+                     "executor_environment": running.executor_environment,
+                     "job_home_shared": running.job_home_shared, "spark_conf": running.spark_conf}
+        given = {**{name: value for name, value in inherited.items() if value}, **given}
+        if request.spark_conf:
+            given["spark_conf"] = {**running.spark_conf, **request.spark_conf}
+        if not request.application and not request.application_args and not request.names_example_settings:
+            return replace(running, app_version=str(request.app_version),
+                           application_args=_with_version(running.application_args, str(request.app_version)),
+                           **given)
+    arguments = tuple(str(arg) for arg in request.application_args)
+    if request.uses_example_arguments:
+        arguments = tuple(example_pipeline_args(
+            job_home=job_home, bootstrap_servers=bootstrap_servers, topics=list(request.topics),
+            group=request.group or "", output_path=request.output_path or "", app_version=str(request.app_version),
+            starting_offsets=request.starting_offsets))
+    given.setdefault("master", DEFAULT_MASTER)
+    return Submission(str(request.app_version), request.application, arguments, **given)
+
+
+def running_submission(home: JobHome) -> Submission | None:
+    """The running (or last) version's recorded submission, which a new version of the same program starts
+    from; None for a job never submitted."""
+    if not home.exists():
+        return None
+    status = home.status_document()
+    version = (status.app_version if status else None) or home.spec().get("version")
+    if not version or home.submission(str(version)) is None:
+        return None
+    return recorded_submission(home, str(version))
+
+
+def _with_version(arguments: Sequence[str], version: str) -> tuple[str, ...]:
+    """The example pipeline's arguments with ``--app-version`` set to the new version."""
+    found = [str(arg) for arg in arguments]
+    if "--app-version" in found[:-1]:
+        found[found.index("--app-version") + 1] = version
+    return tuple(found)

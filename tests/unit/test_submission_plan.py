@@ -1,0 +1,68 @@
+"""Which submission a start asks for (``ops.submission_plan``): the rules both front-ends share."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.ops.launcher import EXAMPLE_PIPELINE, Submission
+from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission
+
+HOME, BROKERS = "/jobs/orders", "broker:9092"
+EXAMPLE = {"topics": ("orders",), "group": "g", "output_path": "/out"}
+RUNNING = Submission("1", None, ("--home", HOME, "--app-version", "1", "--topic", "orders"),
+                     {"spark.sql.shuffle.partitions": "4"}, "cluster", "packed", True, "yarn", "spark_yarn", "kafka_prod")
+
+
+def plan(running: Submission | None = None, **given) -> Submission:
+    return plan_submission(SubmissionRequest(app_version="2", **given), job_home=HOME, bootstrap_servers=BROKERS,
+                           running=running)
+
+
+def test_the_example_pipeline_gets_its_arguments_and_runs_locally_by_default():
+    found = plan(**EXAMPLE)
+    assert found.program == EXAMPLE_PIPELINE and found.master == "local[*]"
+    assert found.application_args[:4] == ("--home", HOME, "--bootstrap", BROKERS)
+    assert "--app-version" in found.application_args and found.application_args[-2:] == ("--topic", "orders")
+
+
+def test_an_application_of_your_own_with_the_examples_settings_gets_the_examples_arguments():
+    found = plan(application="/apps/mine.py", **EXAMPLE)
+    assert found.application == "/apps/mine.py" and "--group" in found.application_args
+
+
+def test_an_application_of_your_own_may_take_no_arguments():
+    assert plan(application="/apps/mine.py").application_args == ()
+
+
+def test_arguments_given_are_passed_as_they_are():
+    assert plan(application="/apps/mine.py", application_args=("--x", "1"), **EXAMPLE).application_args == ("--x",
+                                                                                                             "1")
+
+
+def test_the_example_without_its_settings_is_refused_naming_them():
+    with pytest.raises(InvalidInputError, match="the example pipeline needs group, output_path") as raised:
+        plan(topics=("orders",))
+    assert raised.value.settings == ("group", "output_path")
+
+
+def test_a_new_version_of_the_same_program_needs_only_a_version():
+    found = plan(RUNNING)
+    assert found.app_version == "2" and found.application == RUNNING.application
+    assert found.application_args == ("--home", HOME, "--app-version", "2", "--topic", "orders")
+    assert (found.master, found.deploy_mode, found.executor_environment, found.job_home_shared) == (
+        "yarn", "cluster", "packed", True)
+    assert (found.spark_conn_id, found.kafka_conn_id) == ("spark_yarn", "kafka_prod")
+
+
+def test_a_new_version_inherits_where_it_runs_unless_given_and_spark_settings_add_up():
+    found = plan(RUNNING, spark_conf={"spark.executor.memory": "2g"}, master="spark://m:7077", **EXAMPLE)
+    assert found.master == "spark://m:7077" and found.deploy_mode == "cluster"
+    assert found.spark_conf == {"spark.sql.shuffle.partitions": "4", "spark.executor.memory": "2g"}
+    assert "--bootstrap" in found.application_args  # the example's settings given: its arguments, built anew
+
+
+def test_a_first_start_inherits_nothing():
+    found = plan(None, **EXAMPLE)
+    assert (found.deploy_mode, found.executor_environment, found.job_home_shared, found.spark_conf) == (
+        None, None, False, {})
