@@ -147,7 +147,7 @@ class UpgradeStopOperator(StreamStopOperator):
         result = super()._finished(home, stopped)
         if self._handle and result.get("was_running") and result.get("savepoint"):
             try:
-                result["handover"] = hand_over(home, StandbyHandle.of(self._handle), result).to_dict()
+                result["handover"] = hand_over(home, StandbyHandle.of(self._handle), stopped).to_dict()
                 self.log.info("gave the standby (pid %s) the go", self._handle.get("pid"))
             except JobStateError as exc:  # the next task refuses it properly
                 self.log.warning("no go for the standby here: %s", exc)
@@ -186,7 +186,7 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         result = stopped.get("handover")  # the stop gave the go already
         if not result:
-            result = hand_over(home, StandbyHandle.of(handle), stopped,
+            result = hand_over(home, StandbyHandle.of(handle), StopResult.from_dict(stopped),
                                takeover_stopped=flag(self.takeover_stopped, "takeover_stopped")).to_dict()
             self.log.info("gave the standby of version %s (pid %s) the go", self.app_version, handle.get("pid"))
         return self._watch(context, result)
@@ -198,10 +198,12 @@ def end_standby_of(task: Any, handle: dict[str, Any] | None) -> None:
     if not handle:
         return
     from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.ops.results import StandbyHandle
     from airflow_kafka_stream.ops.upgrade import end_unused_standby
 
     try:
-        if end_unused_standby(StreamJobHook(task.job_home, None, task.storage_conn_id).home(), handle):
+        if end_unused_standby(StreamJobHook(task.job_home, None, task.storage_conn_id).home(),
+                              StandbyHandle.of(handle)):
             task.log.warning("the task was killed: ended the standby of version %s (pid %s)",
                              handle.get("app_version"), handle.get("pid"))
     except Exception:  # noqa: BLE001 - on_kill must not raise

@@ -27,7 +27,7 @@ observe → decide → act, with every step visible in the grid and retryable:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.configuration import conf
@@ -45,6 +45,7 @@ from airflow_kafka_stream.operators.standby import (
 )
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.upgrade import pin_reason
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
@@ -59,6 +60,11 @@ STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint"
 TASK_POLL_SECONDS = 5.0
 ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version", "rollback_restore_savepoint",
                                                     "rollback_submit_previous_version")
+
+
+def stop_result_of(xcom: Mapping[str, Any] | None) -> StopResult | None:
+    """The stop task's XCom as the stop's result (None when the stop did not run or failed)."""
+    return StopResult.from_dict(xcom) if xcom else None
 
 
 @refusals_name_parameters
@@ -80,7 +86,7 @@ class RollbackStopOperator(StreamStopOperator):
             raise AirflowSkipException("rollback is off for this upgrade")
         from airflow_kafka_stream.ops.upgrade import savepoint_of
 
-        if savepoint_of(context["ti"].xcom_pull(task_ids=self.stop_task_id)) is None:
+        if savepoint_of(stop_result_of(context["ti"].xcom_pull(task_ids=self.stop_task_id))) is None:
             raise AirflowSkipException("the upgrade failed before the old version stopped with a savepoint: "
                                        "nothing changed, nothing to roll back")
         return super().execute(context)
@@ -111,8 +117,10 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         rolled_back = self._pull(context, ROLLBACK_SUBMIT)
         if rolled_back:
             stream_stats.incr(stream_stats.UPGRADE_ROLLBACKS, home.spec().get("job"))
-        outcome = decide_outcome(home, self.new_version, self._pull(context, STOP), self._pull(context, HEALTH),
-                                 rolled_back, flag(self.rollback, "rollback"), standby=self._pull(context, STANDBY))
+        standby = self._pull(context, STANDBY)
+        outcome = decide_outcome(home, self.new_version, stop_result_of(self._pull(context, STOP)),
+                                 self._pull(context, HEALTH), rolled_back, flag(self.rollback, "rollback"),
+                                 standby=StandbyHandle.of(standby) if standby else None)
         stream_stats.upgrade_emitted(home)
         return outcome.to_dict()
 

@@ -69,6 +69,11 @@ class SavepointInfo:
                 del found[optional]
         return found
 
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> SavepointInfo:
+        """Back from :meth:`to_dict` (an Airflow task's XCom)."""
+        return cls(**{name: value.get(name) for name in cls.__dataclass_fields__ if name in value})
+
 
 @dataclass(frozen=True)
 class RestoreResult:
@@ -135,6 +140,13 @@ class StopResult:
         found = {key: value for key, value in asdict(self).items() if key != "savepoint"}
         found["savepoint"] = self.savepoint.to_dict() if self.savepoint else None
         return found
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> StopResult:
+        """Back from :meth:`to_dict` (the stop task's XCom, which the upgrade's later tasks read)."""
+        found = {name: value.get(name) for name in cls.__dataclass_fields__ if name != "savepoint"}
+        saved = value.get("savepoint")
+        return cls(**found, savepoint=SavepointInfo.from_dict(saved) if saved else None)
 
 
 @dataclass(frozen=True)

@@ -187,21 +187,18 @@ def live_standby(home: JobHome, now: datetime | None = None) -> StandbyHandle | 
                          launched_at=found.get("launched_at") or found.get("registered_at"))
 
 
-def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Mapping[str, Any], *,
-              takeover_stopped: bool = False, by: str | None = None) -> SubmitResult:
+def hand_over(home: JobHome, handle: StandbyHandle, stopped: StopResult, *, takeover_stopped: bool = False,
+              by: str | None = None) -> SubmitResult:
     """Give the standby its go once the old version stopped with a savepoint (step 4 of the module docstring).
 
-    ``stop_result`` is what ``stop_job`` returned, or its ``to_dict()`` as an Airflow task gets it from XCom.
     Returns what a submit returns (``submitted_at``, pid, log), so the wait for the new version is the same.
     """
-    if isinstance(stop_result, StopResult):
-        stop_result = stop_result.to_dict()
     now = datetime.now(UTC)
     with recorded_operation(home, "standby-go", {"standby_pid": handle.pid, "takeover_stopped": takeover_stopped},
                             by=by) as record:
-        if not stop_result.get("was_running") and not takeover_stopped:
+        if not stopped.was_running and not takeover_stopped:
             reason = (f"the old version was not running when the upgrade asked it to stop (state "
-                      f"{stop_result.get('state')}: it crashed or another operator stopped it)")
+                      f"{stopped.state}: it crashed or another operator stopped it)")
             end_standby(home, handle, reason, by=record["by"])
             raise JobStateError(
                 f"upgrade of {home.url} to version {handle.app_version}: {reason}. A standby does not take over a job "
@@ -218,7 +215,7 @@ def hand_over(home: JobHome, handle: StandbyHandle, stop_result: StopResult | Ma
                 f"the standby of version {handle.app_version} can no longer take over ({verdict.message}); the job "
                 f"is stopped (state {written_state(status)}). Start a version with a submit, or roll back")
         home.write_standby_go({"token": handle.token, "action": rules.GO, "by": record["by"],
-                                        "at": now.isoformat(), "savepoint": (stop_result.get("savepoint") or {}).get("id")})
+                                        "at": now.isoformat(), "savepoint": stopped.savepoint.id if stopped.savepoint else None})
         result = SubmitResult(HANDED_OVER, "the standby was given the go", handle.app_version, now.isoformat(),
                               handle.pid, handle.driver_log, handle.host)
         record["after"] = result.to_dict()

@@ -63,20 +63,17 @@ def pin_reason(new_version: str) -> str:
     return f"upgrade to version {new_version} may roll back to it"
 
 
-def savepoint_of(stopped: StopResult | Mapping[str, Any] | None) -> str | None:
+def savepoint_of(stopped: StopResult | None) -> str | None:
     """The savepoint the old version stopped with; None when the upgrade failed before it (nothing changed,
     nothing to roll back)."""
-    if isinstance(stopped, StopResult):
-        return stopped.savepoint.id if stopped.savepoint else None
-    return ((stopped or {}).get("savepoint") or {}).get("id")
+    return stopped.savepoint.id if stopped is not None and stopped.savepoint else None
 
 
-def end_unused_standby(home: JobHome, handle: StandbyHandle | Mapping[str, Any] | None) -> bool:
+def end_unused_standby(home: JobHome, handle: StandbyHandle | None) -> bool:
     """End a standby that never got its go (the stop or the handoff failed): it must not wait on. Returns
     whether one was ended."""
-    if not handle:
+    if handle is None:
         return False
-    handle = handle if isinstance(handle, StandbyHandle) else StandbyHandle.of(handle)
     record = home.standby_record()
     if not record or record.get("token") != handle.token:
         return False
@@ -87,25 +84,24 @@ def end_unused_standby(home: JobHome, handle: StandbyHandle | Mapping[str, Any] 
     return False
 
 
-def rehearsal_of(home: JobHome, handle: StandbyHandle | Mapping[str, Any] | None) -> dict[str, Any] | None:
+def rehearsal_of(home: JobHome, handle: StandbyHandle | None) -> dict[str, Any] | None:
     """What the standby's rehearsal reported (kept in its record after it took over), None without a standby."""
-    if not handle:
+    if handle is None:
         return None
-    token = handle.token if isinstance(handle, StandbyHandle) else handle.get("token")
     record = home.standby_record() or {}
-    return record.get("rehearsal") if record.get("token") == token else None
+    return record.get("rehearsal") if record.get("token") == handle.token else None
 
 
-def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | Mapping[str, Any] | None,
+def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | None,
                    healthy: Mapping[str, Any] | None, rolled_back: Mapping[str, Any] | None, rollback: bool,
-                   standby: StandbyHandle | Mapping[str, Any] | None = None) -> UpgradeOutcome:
+                   standby: StandbyHandle | None = None) -> UpgradeOutcome:
     """Decide the upgrade from what its steps returned (step 6): the outcome when the new version is healthy,
     else the error that says where it failed and whether the previous version runs again."""
     from airflow_kafka_stream.ops.savepoints import unpin
 
     end_unused_standby(home, standby)
     savepoint = savepoint_of(stopped)
-    previous = (stopped.app_version if isinstance(stopped, StopResult) else (stopped or {}).get("app_version"))
+    previous = stopped.app_version if stopped is not None else None
     verdict = judge_upgrade(stopped_with_savepoint=savepoint is not None, healthy=bool(healthy),
                             rolled_back=bool(rolled_back), rollback=rollback)
     if verdict.unpins_savepoint:

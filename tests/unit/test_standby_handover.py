@@ -12,6 +12,7 @@ import pytest
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.standby import StandbyHandle, end_standby, give_up, hand_over
 from airflow_kafka_stream.storage.jobhome import STANDBY_GO, STANDBY_RECORD, JobHome
 
@@ -36,7 +37,7 @@ def ready_standby(tmp_path):
 def test_a_job_that_stopped_by_itself_is_not_taken_over_and_the_standby_is_ended(ready_standby):
     home, handle, proc = ready_standby
     with pytest.raises(JobStateError, match="does not take over a job that stopped by itself unless told to"):
-        hand_over(home, handle, {"was_running": False, "state": "FAILED"})
+        hand_over(home, handle, StopResult.from_dict({"was_running": False, "state": "FAILED"}))
     assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
     assert proc.wait(10) is not None, "its process was ended"
     assert home.read_control(STANDBY_GO) is None, "the cancel went with its standby: nothing is left lying"
@@ -53,7 +54,7 @@ def test_a_standby_on_another_host_keeps_its_cancel(ready_standby):
 
 def test_told_to_it_takes_over_a_job_that_stopped_by_itself(ready_standby):
     home, handle, _ = ready_standby
-    result = hand_over(home, handle, {"was_running": False, "state": "FAILED"}, takeover_stopped=True)
+    result = hand_over(home, handle, StopResult.from_dict({"was_running": False, "state": "FAILED"}), takeover_stopped=True)
     go = home.read_control(STANDBY_GO)
     assert (go["action"], go["token"], result.action) == (rules.GO, "tok", "handed-over")
 

@@ -54,20 +54,21 @@ def test_every_verdict_is_reachable():
     assert {expected_verdict(*combination) for combination in COMBINATIONS} == set(UpgradeVerdict)
 
 
-def _stop_result(stopped: bool, as_xcom: bool) -> StopResult | dict | None:
+def _stop_result(stopped: bool, as_xcom: bool) -> StopResult:
+    """The stop's result, or the same read back from its XCom form (the Airflow task group's path)."""
     result = StopResult("home", True, False, "STOPPED", 7, {}, app_version="1.0",
                         savepoint=SavepointInfo(SAVEPOINT, "2026-11-28T10:00:00+00:00", 7, None, None, {}, "1.0",
                                                   "4.0.1", False, None, 3)
                         if stopped else None)
-    return result.to_dict() if as_xcom else result
+    return StopResult.from_dict(result.to_dict()) if as_xcom else result
 
 
-def _standby(home: JobHome, verdict: Verdict | None) -> dict | None:
+def _standby(home: JobHome, verdict: Verdict | None) -> StandbyHandle | None:
     if verdict is None:
         return None
     handle = StandbyHandle("tok", "2.0", 4242, "localhost", "/tmp/driver.log", "2026-11-28T09:59:00+00:00")
     home.write_standby_record({"token": handle.token, "state": "ACTIVE", "rehearsal": {"verdict": str(verdict)}})
-    return handle.to_dict()
+    return handle
 
 
 @pytest.mark.parametrize(("stopped", "healthy", "rolled_back", "rollback"), COMBINATIONS)
@@ -104,3 +105,10 @@ def test_decide_outcome_acts_on_the_verdict(tmp_path, stopped, healthy, rolled_b
         with pytest.raises(expected_error, match=re.escape(says)):
             decide()
     assert (SAVEPOINT in home.pins()) == (stopped and verdict in KEEPS_THE_SAVEPOINT_PINNED)
+
+
+def test_a_stop_result_reads_back_from_its_xcom_form_exactly():
+    for stopped in (True, False):
+        result = _stop_result(stopped, as_xcom=False)
+        assert StopResult.from_dict(result.to_dict()) == result
+        assert StopResult.from_dict({**result.to_dict(), "handover": {"pid": 1}}) == result  # extra keys: ignored
