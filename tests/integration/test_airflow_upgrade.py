@@ -36,14 +36,15 @@ def example_dag(name: str) -> Path:
 
 
 class Feeder(threading.Thread):
-    """Produces JSON events with unique ids, ten a second in one burst a second (or every ``interval`` seconds),
+    """Produces JSON events with unique ids, ten in one burst every two seconds (or every ``interval`` seconds),
     until stopped; none while ``paused`` is set.
 
-    One burst a second, not two of five: each burst is a micro-batch for every driver that reads the topic
-    (with Spark's default trigger), and on two cores shared by the whole suite a batch costs a third of a
-    CPU-second of the example pipeline's work."""
+    One burst every two seconds, not one a second: each burst is a micro-batch for every driver that reads the
+    topic (with Spark's default trigger), and on two cores shared by the whole suite a batch costs a third of a
+    CPU-second of the example pipeline's work; with two or three drivers running, bursts every second kept
+    nearly a core busy with batches."""
 
-    def __init__(self, bootstrap: str, topic: str, interval: float = 1.0):
+    def __init__(self, bootstrap: str, topic: str, interval: float = 2.0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.sent, self.done = bootstrap, topic, 0, threading.Event()
         self.interval, self.paused = interval, threading.Event()
