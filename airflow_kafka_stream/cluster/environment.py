@@ -21,6 +21,7 @@ content, so a second pack of an unchanged environment costs a hash.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import re
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+import airflow_kafka_stream
 from airflow_kafka_stream.errors import InvalidInputError
 
 log = logging.getLogger(__name__)
@@ -125,8 +127,6 @@ def _distribution_files(names: Iterable[str]) -> Iterator[tuple[str, Path]]:
 
 def _package_files() -> Iterator[tuple[str, Path]]:
     """This package's files, compiled extension included, from wherever it is imported."""
-    import airflow_kafka_stream
-
     root = Path(airflow_kafka_stream.__file__).resolve().parent
     if not any(root.glob("source/_kafka_arrow*.so")):
         raise InvalidInputError(f"the C reader (source/_kafka_arrow) is not built in {root}; install the package "
@@ -162,8 +162,6 @@ def _write_archive(target: Path, files: list[tuple[str, Path]]) -> None:
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    import io
-
     info = tarfile.TarInfo(name)
     info.size, info.mode = len(data), 0o644
     tar.addfile(info, io.BytesIO(data))

@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.watermarks import ask_until_valid, time_lookup_problem, watermark_problem
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
+from airflow_kafka_stream.kafka import clients
 from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers, lookup_consumer
 
 log = logging.getLogger(__name__)
@@ -393,7 +394,6 @@ def __getattr__(name: str):
     if name == "isolation_level":
         warnings.warn(f"{__name__}.isolation_level is deprecated: import it from airflow_kafka_stream.kafka.clients",
                       DeprecationWarning, stacklevel=2)
-        from airflow_kafka_stream.kafka import clients
 
         return clients.isolation_level
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

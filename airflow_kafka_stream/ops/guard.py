@@ -18,7 +18,9 @@ from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEF
 from airflow_kafka_stream.core.liveness import Liveness, ShownState, shown_state
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.kafka.groups import describe_group
 from airflow_kafka_stream.storage.jobhome import JobHome, utc_now
+from airflow_kafka_stream.storage.status import observe_liveness
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +32,6 @@ def job_liveness(home: JobHome, now: datetime | None = None,
                  max_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> tuple[Liveness, dict | None]:
     """The job's liveness by the one rule (``core.liveness`` through ``storage.status.observe_liveness``: a
     driver gone from this host is dead at once, one elsewhere by its heartbeat), and the status read."""
-    from airflow_kafka_stream.storage.status import observe_liveness
-
     status = home.status()
     return observe_liveness(status, now or utc_now(), max_age), status
 
@@ -103,8 +103,6 @@ def ensure_not_running(home: JobHome | None, kafka_config: Mapping[str, object] 
 def ensure_group_unused(kafka_config: Mapping[str, object], group: str, operation: str = "this operation") -> None:
     """Raise JobStateError when someone consumes with the job's group: a member (any: the job never joins its
     group, core.consumer_group says why), named by client id and host, or a state in which members are joining."""
-    from airflow_kafka_stream.kafka.groups import describe_group
-
     found = describe_group(kafka_config, group)
     if found.foreign_members:
         raise JobStateError(

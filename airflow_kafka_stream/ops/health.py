@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.core.health import (
     HealthSpec,
     LagSample,
@@ -23,8 +24,10 @@ from airflow_kafka_stream.core.health import (
 )
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import summary
+from airflow_kafka_stream.core.offsets import TopicPartition, to_nested
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.kafka.metadata import watermarks
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
@@ -33,9 +36,6 @@ log = logging.getLogger(__name__)
 def partition_highs(kafka_config: Mapping[str, Any], last_offsets: Mapping[str, Mapping[str, int]]
                     ) -> dict[tuple[str, int], int]:
     """High watermarks of the partitions the job reports offsets for."""
-    from airflow_kafka_stream.core.offsets import TopicPartition
-    from airflow_kafka_stream.kafka.metadata import watermarks
-
     partitions = [TopicPartition(t, int(p)) for t, parts in last_offsets.items() for p in parts]
     found = watermarks(dict(kafka_config), partitions) if partitions else {}
     return {(tp.topic, tp.partition): high for tp, (_low, high) in found.items()}
@@ -58,9 +58,6 @@ def started_at(home: JobHome, document: StatusDocument) -> Any:
     """Where the run ``document`` describes started, for one that has committed no batch yet: its checkpoint's
     last committed offsets (a restart resumes there), else the start offsets of its generation (a fresh one,
     such as a drop-state generation seeded at a savepoint's offsets); None when neither is known."""
-    from airflow_kafka_stream.checkpoint.reader import read_started_position
-    from airflow_kafka_stream.core.offsets import to_nested
-
     if document.checkpoint:
         position = read_started_position(document.checkpoint, home.storage_options)
         committed = position.committed_kafka_offsets() if position is not None else None

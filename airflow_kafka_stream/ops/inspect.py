@@ -7,12 +7,18 @@ from datetime import UTC, datetime
 
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
+from airflow_kafka_stream.checkpoint.state_info import read_state
+from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.checkpoint_fsck import Finding, FsckReport, Severity
 from airflow_kafka_stream.core.state_metadata import CheckpointState
-from airflow_kafka_stream.ops.context import JobContext
+from airflow_kafka_stream.core.status_document import StatusDocument, written_state
+from airflow_kafka_stream.ops.context import JobContext, build_context
+from airflow_kafka_stream.ops.guard import ensure_not_running, job_shown_state
 from airflow_kafka_stream.ops.results import JobStatus, RepairResult
+from airflow_kafka_stream.ops.standby import live_standby
 from airflow_kafka_stream.ops.unstarted import UnstartedGeneration, unstarted_generation
 from airflow_kafka_stream.storage.jobhome import JobHome
+from airflow_kafka_stream.storage.operation import recorded_operation
 
 
 def position(ctx: JobContext, operation: str = "this operation") -> CheckpointPosition:
@@ -35,11 +41,7 @@ def state(target: JobContext | JobHome) -> CheckpointState:
     Reads only (no lock): a running job's checkpoint can be listed; files Spark's maintenance removes meanwhile
     show up as that operator's problem. A job home is read at its current generation.
     """
-    from airflow_kafka_stream.checkpoint.state_info import read_state
-
     if isinstance(target, JobHome):
-        from airflow_kafka_stream.ops.context import build_context
-
         target = build_context(job_home=target.url, storage_options=target.storage_options, uses_kafka=False)
     seeded = unstarted(target)
     if seeded is not None:
@@ -63,10 +65,6 @@ def repair(ctx: JobContext) -> RepairResult:
     The job runtime and every control-plane operation do this themselves before
     they touch the checkpoint; this is for a checkpoint Spark is started on directly.
     """
-    from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
-    from airflow_kafka_stream.ops.guard import ensure_not_running
-    from airflow_kafka_stream.storage.operation import recorded_operation
-
     def work() -> RepairResult:
         outcome = recover_incomplete_append(ctx.checkpoint_url, ctx.storage_options)
         abandoned = ctx.home.abandoned_generations() if ctx.home is not None else []
@@ -83,10 +81,6 @@ def repair(ctx: JobContext) -> RepairResult:
 
 def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
     """The job's state as its driver last reported it, and whether it still runs (reads only; no lock)."""
-    from airflow_kafka_stream.core.status_document import StatusDocument, written_state
-    from airflow_kafka_stream.ops.guard import job_shown_state
-    from airflow_kafka_stream.ops.standby import live_standby
-
     home.require()
     now = now or datetime.now(UTC)
     shown, found, raw = job_shown_state(home, now)

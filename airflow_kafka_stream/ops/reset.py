@@ -14,6 +14,7 @@ optionally exported as CSV) or an execution, by :class:`ResetMode`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -114,8 +115,6 @@ def _read_text(path: str) -> str:
 
 def _offset_assignments_json(text: str) -> str:
     """`t:0=5,t:1=7` → `{"t":{"0":5,"1":7}}` (validated later by the strategy parser)."""
-    import json
-
     nested: dict[str, dict[str, Any]] = {}
     for item in text.split(","):
         left, _, offset = item.strip().partition("=")

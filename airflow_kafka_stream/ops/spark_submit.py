@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_kafka_stream.cluster.environment import pack_executor_environment
 from airflow_kafka_stream.core.cluster import Placement, check_job_home_reach, placement
 from airflow_kafka_stream.core.metrics_settings import read_settings
 from airflow_kafka_stream.core.spark_settings import with_default_settings
@@ -126,8 +127,6 @@ def _environment(choice: str | None, where: Placement, conf: dict[str, str], dri
         conf.setdefault("spark.pyspark.python", python)
         return None
     if choice == PACKED:
-        from airflow_kafka_stream.cluster.environment import pack_executor_environment
-
         archive = str(pack_executor_environment())
     else:
         archive = choice

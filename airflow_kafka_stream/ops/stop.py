@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.job_state import FINAL_STATES, JobState
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
@@ -32,6 +33,7 @@ from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.results import SavepointInfo, StopRequested, StopResult
+from airflow_kafka_stream.ops.savepoints import create_locked, pin
 from airflow_kafka_stream.ops.watch import look_job, wait
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
@@ -173,8 +175,6 @@ def complete_stop(home: JobHome, was_running: bool, options: StopOptions | None 
             result = replace(result, savepoint=_savepoint(home, status, options.app_version, after_kill=killed))
         record["after"] = result.to_dict()
     if result.savepoint is not None and options.pin_reason:
-        from airflow_kafka_stream.ops.savepoints import pin
-
         pin(home, result.savepoint.id, options.pin_reason, by=by)
     return result
 
@@ -231,9 +231,6 @@ def _withdraw(home: JobHome, timeout: float, poll: float) -> StatusDocument:
 
 
 def _savepoint(home: JobHome, status: StatusDocument, app_version: str | None, after_kill: bool) -> SavepointInfo:
-    from airflow_kafka_stream.checkpoint.reader import read_position
-    from airflow_kafka_stream.ops.savepoints import create_locked
-
     position = read_position(home.checkpoint_url(), home.storage_options)
     if position.in_flight_batch_id is not None and not after_kill:
         # A WaitStatus.FAILED job (or one stopped at once earlier) left its last batch half done.

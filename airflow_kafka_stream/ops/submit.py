@@ -25,6 +25,7 @@ from typing import Any
 from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
+from airflow_kafka_stream.core.redaction import redact_text
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
@@ -183,8 +184,6 @@ def _running_version(home: JobHome, status: Mapping[str, Any] | None) -> str | N
 
 def log_tail(path: str | None, secrets: list[str] | None = None, max_chars: int = 4000) -> str:
     """The end of a local driver log, secret values masked ('' when there is none)."""
-    from airflow_kafka_stream.core.redaction import redact_text
-
     if not path or not os.path.exists(path):
         return ""
     with open(path, "rb") as handle:

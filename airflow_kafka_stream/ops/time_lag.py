@@ -19,6 +19,7 @@ from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 from airflow_kafka_stream.core.time_lag import lagging, partition_seconds
 from airflow_kafka_stream.core.verify import VerifyResult
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.kafka.record_times import record_timestamps
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,6 @@ log = logging.getLogger(__name__)
 def seconds_behind(kafka_config: Mapping[str, Any], offsets: PartitionOffsets, highs: Mapping[TopicPartition, int],
                    now: datetime) -> dict[TopicPartition, float] | None:
     """Seconds behind per partition at ``now`` for the next offsets ``offsets``; None when Kafka did not answer."""
-    from airflow_kafka_stream.kafka.record_times import record_timestamps
-
     waiting = lagging(offsets, highs)
     try:
         stamps = record_timestamps(dict(kafka_config), waiting) if waiting else {}

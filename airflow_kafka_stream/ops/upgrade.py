@@ -37,6 +37,7 @@ from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.health import HealthLook
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult, UpgradeOutcome
+from airflow_kafka_stream.ops.savepoints import restore, unpin
 from airflow_kafka_stream.ops.standby import (
     StandbyHandle,
     end_standby,
@@ -97,8 +98,6 @@ def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | None,
                    standby: StandbyHandle | None = None) -> UpgradeOutcome:
     """Decide the upgrade from what its steps returned (step 6): the outcome when the new version is healthy,
     else the error that says where it failed and whether the previous version runs again."""
-    from airflow_kafka_stream.ops.savepoints import unpin
-
     end_unused_standby(home, standby)
     savepoint = savepoint_of(stopped)
     previous = stopped.app_version if stopped is not None else None
@@ -192,8 +191,6 @@ def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_co
                     options: UpgradeOptions, stopped: StopResult, handle: StandbyHandle | None,
                     secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
     """Steps 2–4: the new version's start and health gate; None when either failed (logged with why)."""
-    from airflow_kafka_stream.ops.savepoints import restore
-
     try:
         if options.drop_state:
             say(f"restoring savepoint {savepoint_of(stopped)} without state")
@@ -224,8 +221,6 @@ def _roll_back(home: JobHome, stopped: StopResult, launcher: Launcher, options: 
                secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
     """Step 5: stop the new version, restore the savepoint with its state, start the previous version as it
     was submitted; None when any part failed (the outcome then says how to finish by hand)."""
-    from airflow_kafka_stream.ops.savepoints import restore
-
     previous, savepoint = stopped.app_version, savepoint_of(stopped)
     try:
         say("rolling back: stopping the new version")

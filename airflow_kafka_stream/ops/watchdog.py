@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.status_document import StatusDocument
+from airflow_kafka_stream.core.submit_rules import launch_pending
 from airflow_kafka_stream.core.watchdog import RESTARTERS, WATCHDOG, Action, Decision, Policy, Progress, Restart, decide
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.guard import GIVE_UP_OPERATION
@@ -58,8 +59,6 @@ def restarts_in_history(home: JobHome) -> list[Restart]:
 
 def starting_driver(home: JobHome, status: Mapping[str, Any] | None, now: datetime) -> str | None:
     """What says a driver was launched (a submit, a restart) and has not reported yet; None when none is."""
-    from airflow_kafka_stream.core.submit_rules import launch_pending
-
     record = home.launch_record()
     if not launch_pending(status, record, process_alive((record or {}).get("pid"), (record or {}).get("host")), now):
         return None

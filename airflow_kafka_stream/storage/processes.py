@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,9 +54,6 @@ def end_process(pid: object, host: object, grace_seconds: float = 5.0, group: bo
     JVM goes with it). False when it cannot be ended from here (another host, not permitted) or outlived
     both signals.
     """
-    import signal
-    import time
-
     if process_alive(pid, host) is not True:
         return process_alive(pid, host) is False
     assert isinstance(pid, int)

@@ -20,10 +20,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE
+from airflow_kafka_stream.core.job_watch import heartbeat_limit
+from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE, liveness
+from airflow_kafka_stream.core.liveness import heartbeat_age as age
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
+from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.layout import STATUS
+from airflow_kafka_stream.storage.processes import driver_gone
 
 if TYPE_CHECKING:
     from airflow_kafka_stream.core.liveness import Liveness
@@ -40,15 +44,11 @@ def status_path(home_url: str) -> str:
 
 def read_status(home_url: str, storage_options: dict | None = None) -> dict[str, Any] | None:
     """The job's last status, or None when it has none yet (or it is unreadable)."""
-    from airflow_kafka_stream.storage.jobhome import JobHome
-
     return JobHome(home_url, storage_options).status()
 
 
 def read_status_document(home_url: str, storage_options: dict | None = None) -> StatusDocument | None:
     """The job's last status, typed (``core.status_document``); None when it has none yet (or it is unreadable)."""
-    from airflow_kafka_stream.storage.jobhome import JobHome
-
     return JobHome(home_url, storage_options).status_document()
 
 
@@ -64,16 +64,12 @@ def write_status(home_url: str, status: Mapping[str, Any], storage_options: dict
 
 def heartbeat_age(status: Mapping[str, Any], now: float | datetime) -> float | None:
     """Seconds since the status's heartbeat, or None when it has no usable heartbeat."""
-    from airflow_kafka_stream.core.liveness import heartbeat_age as age
-
     return age(status, now)
 
 
 def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
     """How old a heartbeat may be before its job counts as gone: ``floor``, or more for a slow-beating job,
     plus the clock skew the job declared (the reader may run on another host than the driver)."""
-    from airflow_kafka_stream.core.job_watch import heartbeat_limit
-
     return heartbeat_limit(status or {}, floor)
 
 
@@ -81,9 +77,6 @@ def observe_liveness(status: Mapping[str, Any] | None, now: float | datetime,
                      max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> Liveness:
     """The one liveness rule (``core.liveness``) fed with what only this host can see: whether the driver's
     Python process and JVM are gone (``storage.processes.driver_gone``; unknown for another host's driver)."""
-    from airflow_kafka_stream.core.liveness import liveness
-    from airflow_kafka_stream.storage.processes import driver_gone
-
     document = StatusDocument.parse(status)
     gone = driver_gone(document) if document is not None and document.is_live else None
     return liveness(status, now=now, processes_gone=gone, max_heartbeat_age=max_heartbeat_age)

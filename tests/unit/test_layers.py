@@ -292,3 +292,30 @@ def test_no_two_modules_import_each_other():
 def test_the_cycle_finder_finds_one():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+#: Layers whose modules name every module of this package they use in their header: nothing there is on a
+#: path where start-up time matters (the CLI's parser, a DAG file's parse), so no import waits in a function.
+HEADER_IMPORTS_ONLY = ("core", "storage", "kafka", "checkpoint", "cluster", "ops")
+
+
+def test_modules_of_the_lower_layers_import_this_package_at_their_top():
+    offending = []
+    for path in package_modules():
+        if not in_layer(module_name(path), HEADER_IMPORTS_ONLY):
+            continue
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in top:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if any(matches(name, (NAME,)) for name in names) and not _in_type_checking(tree, node):
+                    offending.append(f"{module_name(path)} (line {node.lineno})")
+    assert not offending, "imports of this package inside functions (move them to the module's top):\n  " + \
+        "\n  ".join(offending)
+
+
+def _in_type_checking(tree: ast.Module, node: ast.AST) -> bool:
+    """Whether ``node`` sits in an ``if TYPE_CHECKING:`` block at the module's top."""
+    return any(isinstance(block, ast.If) and getattr(block.test, "id", None) == "TYPE_CHECKING"
+               and node in ast.walk(block) for block in tree.body)
