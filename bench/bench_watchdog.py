@@ -45,7 +45,7 @@ def kill(home: Path) -> tuple[float, int]:
     """``kill -9`` every process of the job's driver (their process groups); the kill's time and the old pid."""
     from airflow_kafka_stream.ops.guard import job_is_running
     from airflow_kafka_stream.storage.jobhome import JobHome
-    from tests.integration.test_airflow_submit import drivers_of, kill_drivers
+    from tests.integration.airflow.test_airflow_submit import drivers_of, kill_drivers
 
     old = (JobHome(str(home)).status() or {}).get("pid")
     killed = time.time()
@@ -108,7 +108,7 @@ def main() -> int:
     from airflow_kafka_stream.devstack.airflow_stack import start_airflow_stack, wait_for_dags
     from airflow_kafka_stream.ops.stop import stop_job
     from airflow_kafka_stream.storage.jobhome import JobHome
-    from tests.integration.test_airflow_submit import kill_drivers
+    from tests.integration.airflow.test_airflow_submit import kill_drivers
     from tests.kafka_utils import create_topic, unique
 
     bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]

@@ -1,6 +1,6 @@
 """Smoke mode (``BENCH_SMOKE=1``, ``bench/run --smoke``): every benchmark on its smallest sizes, one round, no
 warm-up, so that the test suite can run each one and a benchmark that no longer runs fails there
-(``tests/integration/test_bench_smoke.py``). Its figures mean nothing and nobody reads them.
+(``tests/integration/bench/test_bench_smoke.py``). Its figures mean nothing and nobody reads them.
 
 Imported by the benchmark scripts, which run with ``bench/`` on ``sys.path`` (as scripts do).
 """

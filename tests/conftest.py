@@ -174,7 +174,7 @@ def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
                  "bootstrap.servers": kafka_bootstrap, "sasl.username": "svc-stream", "sasl.password": STACK_SECRET}}),
              "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"}),
              # Every wait defers after one look, so the test sees each of them in the triggerer (by default a
-             # stop or a handover that ends within seconds ends in its slot, shown by tests/unit/test_waiting.py).
+             # stop or a handover that ends within seconds ends in its slot, shown by tests/unit/airflow/test_waiting.py).
              "AIRFLOW__AIRFLOW_KAFKA_STREAM__DEFER_AFTER_SECONDS": "0"}
     stack = start_airflow_stack(home, ROOT / "dags", extra_env=extra)
     try:

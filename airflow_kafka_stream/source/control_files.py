@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 #: (where they are ``STOP_REQUEST`` and ``DRAINED`` under ``control/``), on purpose: they are part of the
 #: source's own option contract (``drainPath`` is any directory, a job home's ``control/`` or not), and the
 #: source ships to Spark's Python workers, so it depends on no job-home code beyond the file helpers. A unit
-#: test (tests/unit/test_job_home_layout.py) keeps the two spellings equal.
+#: test (tests/unit/storage/test_job_home_layout.py) keeps the two spellings equal.
 STOP_FILE = "stop"
 DRAINED_FILE = "drained.json"
 #: Offsets ``failOnDataLoss=false`` skipped, one ``skipped-<time>-<id>.json`` each inside ``drainPath``: the driver

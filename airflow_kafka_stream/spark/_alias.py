@@ -3,7 +3,7 @@ deprecated module makes of them.
 
 The table lists each old module's public names as they were before the split into ``source/`` and
 ``runtime/`` (commit aeda1d6), so a job written against any of them still imports, warned
-(DeprecationWarning) with the module to import instead. ``tests/unit/test_spark_aliases.py`` imports every
+(DeprecationWarning) with the module to import instead. ``tests/unit/package/test_spark_aliases.py`` imports every
 old path and name.
 """
 

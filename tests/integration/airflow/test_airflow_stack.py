@@ -1,0 +1,397 @@
+"""The full Airflow stack (api-server, scheduler, dag-processor, triggerer) driven through its REST API and UI.
+
+One stack and one job for the module: version 1 is submitted with ``stream_submit`` and upgraded to version 2
+with ``stream_upgrade``, both triggered with ``POST /api/v2/dags/{dag_id}/dagRuns``, while events are fed.
+Every wait of the upgrade is deferred to the triggerer: the task instances are watched while the run goes,
+and the default pool is looked at while one is deferred. Then the job page plugin is read through its API
+(with and without a login) and in a real headless Chromium inside the Airflow UI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.conftest import ROOT, STACK_SECRET
+from tests.integration.airflow.test_airflow_submit import _stop
+from tests.integration.airflow.test_airflow_upgrade import Feeder
+
+# The module fixture (stack, submit, upgrade) is charged to the first test: a few minutes on two idle cores.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+
+PARTITIONS = 2
+ARTIFACTS = ROOT / "tests" / "artifacts"
+#: Tasks of the upgrade that wait (for a standby to come up, a drain, a health window) and so must defer. The
+#: new version's start is not one of them: the stop gave the standby its go, so the new version already runs
+#: when that task first looks, and a wait that is over at its first look does not defer.
+WAITING_TASKS = ("upgrade.start_standby", "upgrade.stop_with_savepoint", "upgrade.health_gate")
+
+
+def run_and_watch(stack, dag_id: str, conf: dict, token: str, timeout: float = 600.0) -> dict:
+    """Trigger a run through the REST API and poll it to its end, noting every state each task was seen in
+    and, whenever a task was deferred and none ran, how many slots the default pool had running."""
+    stack.unpause(dag_id, token)
+    status, run = stack.trigger(dag_id, conf, token)
+    assert status == 200, run
+    seen: dict[str, set[str]] = {}
+    pool_while_deferred: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tis = stack.task_instances(dag_id, run["dag_run_id"], token)
+        for task_id, ti in tis.items():
+            seen.setdefault(task_id, set()).add(str(ti["state"]))
+        states = {str(ti["state"]) for ti in tis.values()}
+        if "deferred" in states and not states & {"running", "queued", "scheduled"}:
+            pool_while_deferred.append(stack.request("GET", "/api/v2/pools/default_pool", token=token)[1])
+        _status, now = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}", token=token)
+        if now["state"] in ("success", "failed"):
+            final = {task_id: str(ti["state"]) for task_id, ti in stack.task_instances(
+                dag_id, run["dag_run_id"], token).items()}
+            return {"run": now, "tasks": final, "seen": seen, "pool_while_deferred": pool_while_deferred}
+        time.sleep(0.5)
+    raise AssertionError(f"{dag_id} run {run['dag_run_id']} did not end in {timeout:.0f}s; seen {seen}; "
+                         f"scheduler log: {stack.log_tail('scheduler')}")
+
+
+def scheduled_run(stack, dag_id: str, token: str, timeout: float = 300.0) -> dict:
+    """Unpause a scheduled DAG and wait for the run its schedule creates (catchup off: the latest interval)."""
+    stack.unpause(dag_id, token)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _status, runs = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?run_type=scheduled", token=token)
+        ended = [r for r in runs["dag_runs"] if r["state"] in ("success", "failed")]
+        if ended:
+            return ended[0]
+        time.sleep(2)
+    raise AssertionError(f"no scheduled run of {dag_id} ended in {timeout:.0f}s: {stack.log_tail('scheduler')}")
+
+
+@pytest.fixture(scope="module")
+def upgraded(airflow_stack, stack_job, kafka_bootstrap):
+    """A job submitted as version 1 and upgraded to version 2, both through the REST API, fed meanwhile; then
+    the scheduled verify, which checks this job because the stack's DAG defaults point at it."""
+    from airflow_kafka_stream.devstack.airflow_stack import wait_for_dags
+
+    job = dict(stack_job)
+    home, topic = Path(job["job_home"]), job["topics"][0]
+    wait_for_dags(airflow_stack, ["stream_submit", "stream_upgrade", "stream_offset_reset", "stream_verify",
+                                  "stream_stop", "stream_watchdog"])
+    token = airflow_stack.token()
+    feeder = Feeder(kafka_bootstrap, topic)
+    feeder.start()
+    try:
+        submitted = run_and_watch(airflow_stack, "stream_submit", {**job, "app_version": "1"}, token)
+        assert submitted["tasks"] == {"submit": "success"}, submitted
+        # The health window counts from RUNNING, before the new version's first batch, which took 46-73 s on two
+        # cores shared with other Spark jobs (a few seconds on idle ones): a shorter window fails a healthy upgrade.
+        upgrade = run_and_watch(airflow_stack, "stream_upgrade", {
+            **job, "new_version": "2", "health_batches": 1, "health_window_seconds": 10,
+            "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
+        verified = scheduled_run(airflow_stack, "stream_verify", token)
+        yield {"home": home, "topic": topic, "job": job, "submit": submitted, "upgrade": upgrade,
+               "verify": verified, "feeder": feeder}
+    finally:
+        feeder.stop()
+        _stop(home)
+
+
+def test_an_upgrade_triggered_through_the_rest_api_defers_its_waits_and_succeeds(airflow_stack, upgraded):
+    upgrade = upgraded["upgrade"]
+    home = JobHome(str(upgraded["home"]))
+    assert upgrade["run"]["state"] == "success", (upgrade["tasks"], home.history()[-3:], home.status())
+    assert upgrade["tasks"]["upgrade.outcome"] == "success"
+    assert upgrade["tasks"]["upgrade.rollback_stop_new_version"] == "skipped"
+    assert (home.spec()["version"], home.status()["state"]) == ("2", "RUNNING")
+    for task_id in WAITING_TASKS:
+        assert "deferred" in upgrade["seen"][task_id], (task_id, upgrade["seen"])
+    # While the run waited, no task held a worker slot: the deferred task counts in no running slot.
+    assert upgrade["pool_while_deferred"], "no moment with a deferred task and none running was seen"
+    assert all(pool["running_slots"] == 0 for pool in upgrade["pool_while_deferred"]), upgrade["pool_while_deferred"]
+    assert any(pool["deferred_slots"] >= 1 for pool in upgrade["pool_while_deferred"])
+    # The triggerer, not a worker, ran the triggers that ended those waits: it writes their own log beside the task's.
+    run_logs = airflow_stack.home / "logs" / "dag_id=stream_upgrade" / f"run_id={upgrade['run']['dag_run_id']}"
+    for task_id in WAITING_TASKS:
+        written = "".join(p.read_text(errors="replace") for p in (run_logs / f"task_id={task_id}").glob(
+            "attempt=*.log.trigger.*.log"))
+        # The trigger was started there and its own code logged from there (the "fired" line may be flushed later).
+        assert "starting" in written and '"logger":"airflow_kafka_stream.triggers.' in written, (task_id, written[-2000:])
+
+
+def test_the_scheduled_verify_checks_the_stacks_job_and_no_run_has_failed(airflow_stack, upgraded):
+    """The stack points every example DAG's defaults at its job, so a scheduled run (no conf) checks that job."""
+    token = airflow_stack.token()
+    verified = upgraded["verify"]
+    assert verified["state"] == "success", (verified, airflow_stack.task_instances("stream_verify",
+                                                                                  verified["dag_run_id"], token))
+    _status, details = airflow_stack.request("GET", "/api/v2/dags/stream_verify/details", token=token)
+    assert details["params"]["job_home"]["value"] == str(upgraded["home"]), details["params"]
+    _status, failed_runs = airflow_stack.request("GET", "/api/v2/dags/~/dagRuns?state=failed", token=token)
+    assert failed_runs["total_entries"] == 0, failed_runs
+    _status, failed_tis = airflow_stack.request("GET", "/api/v2/dags/~/dagRuns/~/taskInstances?state=failed",
+                                                token=token)
+    assert failed_tis["total_entries"] == 0, failed_tis
+    # Four components share one SQLite file: none of them met a lock it could not wait out.
+    for component in ("api-server", "scheduler", "triggerer", "dag-processor"):
+        logged = airflow_stack.log_path(component).read_text(errors="replace")
+        assert "database is locked" not in logged, (component, airflow_stack.log_tail(component))
+
+
+@pytest.mark.parametrize(("conf", "named"), [
+    ({"strategy": "to-yesterday"}, "to-yesterday"),
+    ({"strategy": "to-datetime", "datetime": "2026-11-22T08:00:00"}, "date-time"),
+])
+def test_an_offset_reset_with_invalid_params_is_refused_with_400_and_nothing_runs(airflow_stack, upgraded, conf,
+                                                                                  named):
+    token = airflow_stack.token()
+    history_before = JobHome(str(upgraded["home"])).history()
+    status, body = airflow_stack.trigger("stream_offset_reset", {"job_home": str(upgraded["home"]), **conf}, token)
+    assert status == 400, (body, airflow_stack.log_tail("api-server"))
+    assert named in body["detail"]
+    # The trigger form shows each Param's description: the date-time's says a zone is required, with an example.
+    _status, details = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/details", token=token)
+    described = details["params"]["datetime"]["description"]
+    assert "zone is required" in described and "2026-11-22T08:00:00Z" in described, described
+    _status, runs = airflow_stack.request("GET", "/api/v2/dags/stream_offset_reset/dagRuns", token=token)
+    assert runs["total_entries"] == 0, runs
+    assert JobHome(str(upgraded["home"])).history() == history_before
+
+
+def test_the_job_page_api_needs_an_airflow_login_and_shows_no_secret(airflow_stack, upgraded):
+    home = str(upgraded["home"])
+    status, _body = airflow_stack.request("GET", "/stream-jobs/api/jobs", token=None)
+    assert status == 401
+    status, _body = airflow_stack.request("GET", "/stream-jobs/", token=None)
+    assert status == 401
+    status, _body = airflow_stack.request("GET", "/stream-jobs/api/jobs", token="not-a-jwt")
+    assert status == 403
+
+    token = airflow_stack.token()
+    status, listed = airflow_stack.request("GET", "/stream-jobs/api/jobs", token=token)
+    assert status == 200 and home in listed["job_homes"], listed
+    status, listed = airflow_stack.request("GET", "/stream-jobs/api/jobs?dag_id=stream_upgrade", token=token)
+    assert status == 200 and home in listed["job_homes"], "the DAG tab lists its runs' job homes"
+    status, refused = airflow_stack.request("GET", "/stream-jobs/api/job?home=/etc", token=token)
+    assert status == 404, "only job homes the provider knows about are read"
+
+    status, view = airflow_stack.request("GET", f"/stream-jobs/api/job?home={home}", token=token)
+    assert status == 200, view
+    assert view["errors"] == {}, view["errors"]
+    assert (view["summary"]["state"], view["summary"]["app_version"]) == ("RUNNING", "2")
+    assert view["summary"]["heartbeat_age_seconds"] < 30 and view["summary"]["last_batch_id"] is not None
+    rows = {(r["topic"], r["partition"]): r for r in view["partitions"]}
+    assert set(rows) == {(upgraded["topic"], p) for p in range(PARTITIONS)}
+    for row in rows.values():
+        assert row["high"] - row["checkpoint_offset"] == row["lag"] >= 0 and row["status"] in ("OK", "STALLED")
+    assert view["savepoints"] and view["savepoints"][0]["valid"] is True, view["savepoints"]
+    assert view["savepoints"][0]["app_version"] == "1", "the upgrade's savepoint is of the version it stopped"
+    operations = [r["operation"] for r in view["history"]]
+    assert {"submit", "stop"} <= set(operations), operations
+    assert view["lag_samples"], "the running job records a lag sample per batch"
+    _status, page = airflow_stack.request("GET", f"/stream-jobs/?home={home}", token=token)
+    for text in (json.dumps(view), page):
+        assert STACK_SECRET not in text and airflow_stack.password() not in text
+
+
+def test_the_job_page_in_a_browser_shows_partitions_lag_and_savepoints(airflow_stack, upgraded):
+    """Chromium logs in through the UI's cookie, opens the example DAG's tab and reads what a person sees."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = Path("/usr/bin/chromium")
+    assert chromium.exists(), "Chromium is missing: run scripts/setup-system (apt-get install chromium)"
+    token = airflow_stack.token()
+    _status, view = airflow_stack.request("GET", f"/stream-jobs/api/job?home={upgraded['home']}", token=token)
+    newest_savepoint = view["savepoints"][0]["id"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "job_page.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1800})
+            context.add_cookies([{"name": "_token", "value": token, "url": airflow_stack.url}])
+            page = context.new_page()
+            page.goto(f"{airflow_stack.url}/dags/stream_upgrade/plugin/stream-job", wait_until="networkidle")
+            frame = page.frame_locator("iframe").first
+            table = frame.locator("table.partitions")
+            table.wait_for(timeout=60_000)
+            first_row = table.locator("tbody tr").first
+            assert upgraded["topic"] in first_row.inner_text()
+            assert frame.locator("p.lag-now").inner_text().startswith("Lag at the last batch:")
+            assert frame.locator("svg.lag-plot polyline").count() == 1
+            assert newest_savepoint in frame.locator("table.savepoints").inner_text()
+            assert "RUNNING" in frame.locator("table.summary").inner_text()
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    print(f"job page screenshot: {shot}")
+
+
+def _proc_field(pid: str, index: int) -> int | None:
+    """A field of /proc/<pid>/stat counted after the command name (0: state, 2: process group, 3: session)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(text.rsplit(")", 1)[1].split()[index + 1]) if index else None
+
+
+def _pids_where(index: int, value: int) -> list[str]:
+    return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _proc_field(p.name, index) == value]
+
+
+def listening(pids: list[str]) -> set[str]:
+    """Every TCP address the processes listen on, as ``ip:port`` (read from /proc, as ``ss -ltnp`` does)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = str(fd.readlink())
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                hex_ip, hex_port = fields[1].split(":")
+                found.add(f"{_ip(hex_ip)}:{int(hex_port, 16)}")
+    return found
+
+
+def listening_pids(pids: list[str]) -> dict[str, str]:
+    """Each listening address of the processes, with the pid that holds it."""
+    return {address: pid for pid in pids for address in listening([pid])}
+
+
+def _command(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
+    except OSError:
+        return "?"
+
+
+def _ip(hex_ip: str) -> str:
+    import ipaddress
+
+    if len(hex_ip) == 8:
+        return str(ipaddress.IPv4Address(bytes.fromhex(hex_ip)[::-1]))
+    words = b"".join(bytes.fromhex(hex_ip[i:i + 8])[::-1] for i in range(0, 32, 8))
+    address = ipaddress.IPv6Address(words)
+    return str(address.ipv4_mapped or address)
+
+
+def test_the_stack_and_the_drivers_it_launched_listen_on_loopback_only(airflow_stack, upgraded):
+    """What the fixture starts for a user (Airflow's components, the job's driver and its Spark UI) is reachable
+    from this machine only."""
+    for name, proc in airflow_stack.processes.items():
+        addresses = listening(_pids_where(2, proc.pid))
+        assert all(a.startswith(("127.", "::1:")) for a in addresses), (name, addresses)
+        if name == "api-server":
+            assert f"127.0.0.1:{airflow_stack.port}" in addresses, addresses
+    driver = JobHome(str(upgraded["home"])).status()["pid"]
+    addresses = listening(_pids_where(3, _proc_field(str(driver), 3)))
+    assert addresses, "the driver (its JVM: RPC, block manager, Spark UI) listens somewhere"
+    others = {a: _command(pid) for a, pid in listening_pids(_pids_where(3, _proc_field(str(driver), 3))).items()
+              if not a.startswith("127.")}
+    assert not others, f"the driver (pid {driver}) session listens beyond loopback: {others}"
+
+
+def _task_log(stack, dag_id: str, run_id: str, task_id: str) -> str:
+    folder = stack.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return "".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
+
+
+def _resumed_task_failed_by_the_scheduler(stack, run_id: str, task_id: str) -> bool:
+    """Whether Airflow failed the task as its trigger fired, without resuming it: the scheduler took the deferral's
+    own exit, reported late, for the end of the resumed attempt (apache/airflow#67287 and #72716, open in 3.3.2).
+    This stack defers every wait at once, so a wait that ends a few seconds after its deferral meets that race; the
+    task then fails as it should, but its resumed half (the message quoting the driver's error) never ran."""
+    scheduler_log = stack.log_path("scheduler").read_text(errors="replace")
+    return any("finished with state success, but the task instance's state attribute is" in line
+               and task_id in line and run_id in line for line in scheduler_log.splitlines())
+
+
+def test_a_watchdog_run_logs_its_decision_once(airflow_stack, upgraded):
+    token = airflow_stack.token()
+    watched = run_and_watch(airflow_stack, "stream_watchdog", {"job_home": str(upgraded["home"])}, token)
+    upgraded["watchdog"] = watched
+    assert watched["tasks"] == {"watchdog": "success"}, watched
+    run_id = watched["run"]["dag_run_id"]
+    _status, xcom = airflow_stack.request(
+        "GET", f"/api/v2/dags/stream_watchdog/dagRuns/{run_id}/taskInstances/watchdog/xcomEntries/return_value",
+        token=token)
+    value = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    reason = value["reason"]
+    lines = [line for line in _task_log(airflow_stack, "stream_watchdog", run_id, "watchdog").splitlines()
+             if reason in line]
+    assert len(lines) == 1, lines
+
+
+def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_job_page(airflow_stack, upgraded):
+    """Runs last: it fails an upgrade on purpose (a version that exits before it reports), then stops the job.
+
+    Every task instance of every run of the module that ran has the "Stream job" link to its job's page, through
+    the REST API's links endpoint, and the scheduler logged no error about a link.
+    """
+    from airflow_kafka_stream.devstack.airflow_stack import StackError
+    from tests.integration.airflow.test_airflow_upgrade import APPS
+
+    token = airflow_stack.token()
+    job, home = upgraded["job"], str(upgraded["home"])
+    cold = run_and_watch(airflow_stack, "stream_upgrade", {
+        **job, "new_version": "3", "application": str(APPS / "broken_version.py"), "standby": False,
+        "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
+    assert cold["run"]["state"] == "failed" and cold["tasks"]["upgrade.submit_new_version"] == "failed", cold
+    for step in ("rollback_stop_new_version", "rollback_restore_savepoint", "rollback_submit_previous_version"):
+        assert cold["tasks"][f"upgrade.{step}"] == "success", (step, cold["tasks"])
+    assert (JobHome(home).spec()["version"], JobHome(home).status()["state"]) == ("2", "RUNNING")
+    # What the new version's failure says: what the status shows, then the driver's own error, quoted.
+    said = _task_log(airflow_stack, "stream_upgrade", cold["run"]["dag_run_id"], "upgrade.submit_new_version")
+    assert "exited before the job reported RUNNING; the job's status still shows STOPPED, a previous driver's" in said
+    if not _resumed_task_failed_by_the_scheduler(airflow_stack, cold["run"]["dag_run_id"],
+                                                 "upgrade.submit_new_version"):
+        assert "the driver's error: broken version: a dependency this build needs is missing" in said
+        failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of ", 1)[0]
+        assert "the status is from an earlier run" not in failure, failure  # said while it waited, not as the error
+
+    upgraded["feeder"].stop()
+    stopped = run_and_watch(airflow_stack, "stream_stop", {"job_home": home}, token)
+    assert stopped["tasks"] == {"stop": "success"}, stopped
+    reset = run_and_watch(airflow_stack, "stream_offset_reset", {
+        "job_home": home, "strategy": "to-datetime", "datetime": "2026-01-01T00:00:00Z"}, token)
+    assert reset["tasks"] == {"reset": "success"}, reset
+
+    page = f"/stream-jobs/?home={quote(home, safe='')}"
+    runs = [upgraded["submit"], upgraded["upgrade"], cold, stopped, reset, upgraded.get("watchdog")]
+    checked: dict[str, set[str]] = {}
+    for run in [r["run"] for r in runs if r] + [upgraded["verify"]]:
+        dag_id, run_id = run["dag_id"], run["dag_run_id"]
+        for task_id, ti in airflow_stack.task_instances(dag_id, run_id, token).items():
+            if not ti["try_number"]:  # skipped by the scheduler (a rollback not needed): it never ran
+                continue
+            if task_id == "upgrade_unless_check_only":  # the DAG's branch on its check_only param: no job operation
+                continue
+            status, links = airflow_stack.request(
+                "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links", token=token)
+            assert status == 200 and links["extra_links"] == {"Stream job": page}, (dag_id, task_id, ti["state"],
+                                                                                    links)
+            checked.setdefault(run_id, set()).add(task_id)
+    assert all(checked.get(r["dag_run_id"]) for r in [r["run"] for r in runs if r] + [upgraded["verify"]]), checked
+    # The tasks the outside run found without a link: the standby, the hand-over submit and the health gate.
+    standby_upgrade = checked[upgraded["upgrade"]["run"]["dag_run_id"]]
+    assert {"upgrade.start_standby", "upgrade.submit_new_version", "upgrade.health_gate"} <= standby_upgrade, checked
+    scheduler_log = airflow_stack.log_path("scheduler").read_text(errors="replace")
+    errors = [line for line in scheduler_log.splitlines() if "_link_" in line or (
+        "XCom not found" in line and "link" in line.lower())]
+    if errors:
+        raise StackError(f"the scheduler logged errors about links: {errors[:5]}")

@@ -1,0 +1,114 @@
+"""The command line and Airflow are two front-ends of one lifecycle engine: the same steps write the same
+history records and reach the same outcome.
+
+Two jobs over two topics fed alike go through submit v1 → upgrade to v2 through a warm standby →
+``kill -9`` of the driver → a watchdog pass → stop with a savepoint: one from the terminal, one through
+the example DAGs (``dag.test()``). Their histories, operation by operation and result by result, are the
+same, and both end STOPPED at version 2 with a savepoint and every record written once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.airflow_helpers import kafka_connection, run_dag, set_connection
+from tests.integration.airflow.test_airflow_submit import drivers_of, kill_drivers
+from tests.integration.airflow.test_airflow_upgrade import Feeder, example_dag, output_ids
+from tests.integration.cli.test_cli_lifecycle import FAST_UPGRADE, run, wait_running
+from tests.kafka_utils import create_topic, unique, watermarks
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+FAST = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 90, "stop_timeout_seconds": 60,
+        "health_timeout_seconds": 180}
+
+
+def killed(home: Path) -> None:
+    kill_drivers(home)
+    deadline = time.monotonic() + 60
+    while drivers_of(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def drained(home: Path, bootstrap: str, topic: str) -> None:
+    """Wait until the job has read everything the feeder sent, so a stop leaves nothing behind."""
+    ends = {p: high for p, (_low, high) in watermarks(bootstrap, topic, PARTITIONS).items()}
+    wanted = {topic: {str(p): end for p, end in ends.items()}}
+    deadline = time.monotonic() + 120
+    while JobHome(str(home)).status().get("last_offsets") != wanted and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def from_the_terminal(work: Path, bootstrap: str, topic: str) -> dict:
+    home, output = work / "home", work / "out"
+    config = work / "client.properties"
+    work.mkdir(parents=True)
+    config.write_text(f"bootstrap.servers={bootstrap}\n")
+    job = ("--job-home", str(home), "--command-config", str(config))
+    code, _out, err = run("submit", *job, "--app-version", "1", "--topic", topic, "--group", unique("fe-cli"),
+                          "--output", str(output), "--master", "local[2]")
+    assert code == 0, err
+    code, _out, err = run("upgrade", *job, "--app-version", "2", *FAST_UPGRADE)
+    assert code == 0, err
+    before = wait_running(home, "2")
+    killed(home)
+    code, out, err = run("watchdog", *job, "--json")
+    assert code == 0 and json.loads(out)["action"] == "restart", out + err
+    wait_running(home, "2", pid_not=before["pid"])
+    return {"home": home, "output": output, "stop": lambda: run("stop", "--job-home", str(home), "--savepoint",
+                                                                 "--json")}
+
+
+def from_airflow(work: Path, bootstrap: str, topic: str, monkeypatch) -> dict:
+    home, output = work / "home", work / "out"
+    set_connection(monkeypatch, "kafka_default", kafka_connection(bootstrap))
+    set_connection(monkeypatch, "spark_default", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    job = {"job_home": str(home), "topics": [topic], "group": unique("fe-af"), "output_path": str(output)}
+    submitted = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
+    assert submitted.tasks == {"submit": "success"}
+    upgraded = run_dag("stream_upgrade", path=example_dag("stream_upgrade"), conf={**job, **FAST, "new_version": "2"})
+    assert upgraded.tasks["upgrade.outcome"] == "success", upgraded.tasks
+    before = wait_running(home, "2")
+    killed(home)
+    watched = run_dag("stream_watchdog", path=example_dag("stream_watchdog"), conf={"job_home": str(home)})
+    assert watched.xcom("watchdog")["action"] == "restart", watched.xcoms
+    wait_running(home, "2", pid_not=before["pid"])
+    return {"home": home, "output": output, "stop": lambda: run_dag(
+        "stream_stop", path=example_dag("stream_stop"), conf={"job_home": str(home)})}
+
+
+def story(home: Path) -> list[tuple[str, str]]:
+    """What the history says happened: each operation and its result, in order."""
+    return [(r["operation"], r["result"]) for r in JobHome(str(home)).history()]
+
+
+def test_the_terminal_and_airflow_write_the_same_history_and_reach_the_same_outcome(tmp_path, kafka_bootstrap,
+                                                                                     airflow_db, monkeypatch):
+    topics = {name: create_topic(kafka_bootstrap, unique(f"fe-{name}"), PARTITIONS) for name in ("cli", "airflow")}
+    feeders = {name: Feeder(kafka_bootstrap, topic) for name, topic in topics.items()}
+    for feeder in feeders.values():
+        feeder.start()
+    try:
+        jobs = {"cli": from_the_terminal(tmp_path / "cli", kafka_bootstrap, topics["cli"]),
+                "airflow": from_airflow(tmp_path / "airflow", kafka_bootstrap, topics["airflow"], monkeypatch)}
+    finally:
+        sent = {name: feeder.stop() for name, feeder in feeders.items()}
+    for name, job in jobs.items():
+        drained(job["home"], kafka_bootstrap, topics[name])
+        job["stop"]()
+
+    stories = {name: story(job["home"]) for name, job in jobs.items()}
+    assert stories["cli"] == stories["airflow"], json.dumps(stories, indent=1)
+    assert ("watchdog-restart", "ok") in stories["cli"] and ("standby-go", "ok") in stories["cli"]
+    for name, job in jobs.items():
+        home = JobHome(str(job["home"]))
+        assert (home.status()["state"], home.spec()["version"]) == ("STOPPED", "2"), name
+        assert any((job["home"] / "savepoints").iterdir()), name
+        ids = output_ids(job["output"])
+        assert len(ids) == len(set(ids)) and set(ids) == {f"e{i}" for i in range(sent[name])}, name

@@ -1,0 +1,53 @@
+"""Every task of every example DAG works on the run's job and has the "Stream job" link to its page, also as
+the scheduler and the UI see the DAG (serialized): a run shows the link on each step, the short circuit of
+stream_upgrade included."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from airflow_kafka_stream.links.job_page import StreamJobPageLink
+
+DAGS = sorted((Path(__file__).resolve().parents[3] / "dags").glob("*.py"))
+
+
+def load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"example_dag_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+@pytest.mark.parametrize("path", DAGS, ids=lambda p: p.stem)
+def test_every_task_of_the_example_dag_links_to_the_job_page(path: Path, monkeypatch) -> None:
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    # Deserializing as the UI's api-server does (its DagBag loads operator links). The flag is a class attribute
+    # the scheduler's and the DAG processor's code paths (dag.test() among them) set to False for the process.
+    monkeypatch.setattr(DagSerialization, "_load_operator_extra_links", True)
+    dag = load(path)
+    assert dag.tasks
+    serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    for task in dag.tasks:
+        assert getattr(task, "job_home", None) == "{{ params.job_home }}", \
+            f"{dag.dag_id}.{task.task_id} takes no job home (the run's)"
+        links = [link for link in task.operator_extra_links if isinstance(link, StreamJobPageLink)]
+        assert links, f"{dag.dag_id}.{task.task_id} has no Stream job link"
+        assert StreamJobPageLink.name in serialized.get_task(task.task_id).extra_links, \
+            f"{dag.dag_id}.{task.task_id} loses its link once serialized"
+
+
+def test_the_upgrade_dags_short_circuit_is_among_them() -> None:
+    dag = load(next(p for p in DAGS if p.stem == "stream_upgrade"))
+    assert "upgrade_unless_check_only" in dag.task_ids
+
+
+@pytest.mark.parametrize(("check_only", "upgrades"), [(True, False), ("True", False), (False, True), ("false", True)])
+def test_the_short_circuit_passes_unless_the_run_only_checks(check_only, upgrades) -> None:
+    from airflow_kafka_stream.operators.upgrade_check import UpgradeUnlessCheckOnlyOperator
+
+    task = UpgradeUnlessCheckOnlyOperator(task_id="gate", job_home="/jobs/orders", check_only=check_only)
+    assert task.python_callable(*task.op_args) is upgrades
