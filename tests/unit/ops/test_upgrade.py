@@ -112,3 +112,96 @@ def test_a_stop_result_reads_back_from_its_xcom_form_exactly():
         result = _stop_result(stopped, as_xcom=False)
         assert StopResult.from_dict(result.to_dict()) == result
         assert StopResult.from_dict({**result.to_dict(), "handover": {"pid": 1}}) == result  # extra keys: ignored
+
+
+# -- the standby phase (start_standby): the same decisions for the command line and the task group -------------
+
+class NoLaunch:
+    """A launcher a decision must not reach: the phase decided without starting a driver."""
+
+    kafka: dict = {}
+
+    def launch(self, *args, **kwargs):
+        raise AssertionError("a driver was launched")
+
+
+def _running_job(tmp_path, state: str = "RUNNING") -> JobHome:
+    import json
+    import os
+    import socket
+    import time
+
+    (tmp_path / "checkpoints").mkdir(exist_ok=True)
+    (tmp_path / "status.json").write_text(json.dumps({
+        "state": state, "heartbeat_epoch": time.time(), "heartbeat_interval_seconds": 5, "pid": os.getpid(),
+        "host": socket.gethostname(), "app_version": "1"}))
+    return JobHome(str(tmp_path))
+
+
+def _live_standby(home: JobHome, version: str, rehearse: dict) -> None:
+    import os
+    import socket
+    import time
+
+    home.write_standby_record({"token": "tok", "state": "READY", "version": version, "pid": os.getpid(),
+                               "host": socket.gethostname(), "heartbeat_epoch": time.time(),
+                               "heartbeat_interval_seconds": 1, "launched_at": "2026-11-28T10:00:00+00:00",
+                               "log": "/tmp/standby.log", "rehearse": rehearse})
+
+
+def test_a_job_that_does_not_run_gets_no_standby_and_says_why(tmp_path):
+    from airflow_kafka_stream.ops.launcher import Submission
+    from airflow_kafka_stream.ops.upgrade import start_standby
+    from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
+
+    home = _running_job(tmp_path, "STOPPED")
+    said = []
+    assert start_standby(home, Submission("2"), NoLaunch(), UpgradeOptions(), say=said.append) is None
+    assert said == [f"job {home.url} does not run (state STOPPED): there is nothing to take over from, version 2 "
+                    "starts cold"]
+
+
+def test_a_live_standby_of_the_same_version_is_adopted_not_launched_again(tmp_path):
+    from airflow_kafka_stream.ops.launcher import Submission
+    from airflow_kafka_stream.ops.upgrade import start_standby
+    from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
+
+    home = _running_job(tmp_path)
+    _live_standby(home, "2", {"drop_state": False})
+    said = []
+    handle = start_standby(home, Submission("2"), NoLaunch(), UpgradeOptions(), say=said.append)
+    assert (handle.token, handle.app_version) == ("tok", "2") and said[-1].startswith("using the live standby")
+
+
+def test_a_standby_that_rehearsed_without_the_state_is_refused_for_an_upgrade_that_keeps_it(tmp_path):
+    from airflow_kafka_stream.ops.launcher import Submission
+    from airflow_kafka_stream.ops.upgrade import start_standby
+    from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
+
+    home = _running_job(tmp_path)
+    _live_standby(home, "2", {"drop_state": True})
+    with pytest.raises(JobStateError, match="rehearsed without the job's state") as raised:
+        start_standby(home, Submission("2"), NoLaunch(), UpgradeOptions(drop_state=False))
+    assert raised.value.settings == ("drop_state",)
+    assert start_standby(home, Submission("2"), NoLaunch(), UpgradeOptions(drop_state=True)).token == "tok"
+
+
+def test_the_command_line_and_the_task_group_take_the_upgrades_defaults_from_one_place():
+    import inspect
+
+    from airflow_kafka_stream.cli import build_parser
+    from airflow_kafka_stream.operators.upgrade import TASK_POLL_SECONDS, stream_upgrade_task_group
+    from airflow_kafka_stream.ops.upgrade_options import DEFAULTS
+
+    args = build_parser().parse_args(["upgrade", "--job-home", "/jobs/j", "--app-version", "2"])
+    flags = {"health_batches": args.health_batches, "health_window_seconds": args.health_window,
+             "health_startup_seconds": args.health_startup, "health_timeout_seconds": args.health_timeout,
+             "stop_timeout_seconds": args.stop_timeout, "start_timeout_seconds": args.start_timeout,
+             "standby_ready_timeout_seconds": args.standby_timeout,
+             "rehearsal_timeout_seconds": args.rehearsal_timeout, "standby": args.standby,
+             "drop_state": args.drop_state, "rollback": args.rollback, "takeover_stopped": args.takeover_stopped,
+             "allow_sink_batch_log": args.allow_sink_batch_log}
+    assert flags == {name: getattr(DEFAULTS, name) for name in flags}
+    task_group = {name: p.default for name, p in inspect.signature(stream_upgrade_task_group).parameters.items()}
+    assert {name: task_group[name] for name in flags} == flags
+    assert task_group["poll_seconds"] == TASK_POLL_SECONDS  # the one default that differs, on purpose
