@@ -75,17 +75,18 @@ def kafka_settings(args: argparse.Namespace, home: Any | None) -> dict[str, Any]
     return kafka
 
 
-def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], base: Any | None = None):
-    """The submission the options describe (``ops.submission_plan``); ``base``, the running version's recorded
-    one, gives what a new version inherits."""
-    from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission
+def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], *, new_version: bool = False):
+    """The submission the options describe (``ops.submission_plan``); for a ``new_version`` of a job that has run
+    (an upgrade, a standby, a check), what the options do not give comes from the running version's."""
+    from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission, running_submission
 
     request = SubmissionRequest(
         app_version=args.app_version, application=args.application, application_args=tuple(args.application_args),
         topics=tuple(args.topic), group=args.group, output_path=args.output, starting_offsets=args.starting_offsets,
         spark_conf=dict(args.conf), master=args.master, deploy_mode=args.deploy_mode,
         executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None)
-    return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"], running=base)
+    return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
+                           running=running_submission(home) if new_version else None)
 
 
 def launcher_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any]):

@@ -29,7 +29,6 @@ from airflow_kafka_stream.cli.launching import (
     launcher_from,
     submission_from,
 )
-from airflow_kafka_stream.ops.submission_plan import running_submission
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
@@ -160,7 +159,7 @@ def _standby_launch(args: argparse.Namespace) -> int:
     home = job_home(args)
     home.require()
     kafka = kafka_settings(args, home)
-    handle = launch_standby(home, submission_from(args, home, kafka, running_submission(home)),
+    handle = launch_standby(home, submission_from(args, home, kafka, new_version=True),
                             launcher_from(args, home, kafka),
                             rehearse={"drop_state": args.drop_state, "timeout_seconds": args.rehearsal_timeout})
     wait_ready(home, handle, args.timeout, 0.5, secret_values(kafka))
@@ -228,7 +227,7 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     say = (lambda line: print(line, file=sys.stderr)) if not args.json else logging.getLogger(__name__).info
     if args.check:
         return _check(args, home, kafka, options, say)
-    outcome = upgrade(home, submission_from(args, home, kafka, running_submission(home)),
+    outcome = upgrade(home, submission_from(args, home, kafka, new_version=True),
                       launcher_from(args, home, kafka), kafka, options, secrets=secret_values(kafka), say=say)
     rehearsal = outcome.rehearsal or {}
     emit(args, outcome.to_dict(), f"upgraded {home.url} from version {outcome.previous_version} to "
@@ -242,7 +241,7 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
     from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
-    found = check_upgrade(home, submission_from(args, home, kafka, running_submission(home)),
+    found = check_upgrade(home, submission_from(args, home, kafka, new_version=True),
                           launcher_from(args, home, kafka), options, secrets=secret_values(kafka), say=say)
     words, settings = found.way_out
     emit(args, found.to_dict(), f"version {found.app_version}: {found.verdict}: {found.reason}"

@@ -71,7 +71,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
             raise AirflowSkipException(said[-1])
         self.log.info("%s", said[-1])
         self._standby = handle.to_dict()
-        self.log.info("standby of version %s launched (pid %s, log %s); waiting up to %ss for READY",
+        self.log.info("standby of version %s: pid %s, log %s; waiting up to %ss for READY",
                       self.app_version, handle.pid, handle.driver_log, self.ready_timeout_seconds)
         context["ti"].xcom_push(key="standby", value=handle.to_dict())
         trigger = StreamStandbyReadyTrigger(job_home=self.job_home, standby=handle.to_dict(),

@@ -12,6 +12,7 @@ from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.tasks.refusals import parameter_for, refusals_name_parameters
 
 
@@ -55,7 +56,8 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
     starts_a_new_version = True
 
     def __init__(self, *, enabled: bool | str = True, drop_state: bool | str = False,
-                 ready_timeout_seconds: float = 600.0, rehearsal_timeout_seconds: float = 300.0,
+                 ready_timeout_seconds: float = UPGRADE.standby_ready_timeout_seconds,
+                 rehearsal_timeout_seconds: float = UPGRADE.rehearsal_timeout_seconds,
                  fail_on_incompatible: bool | str = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.enabled = enabled

@@ -214,8 +214,8 @@ def hand_over(home: JobHome, handle: StandbyHandle, stopped: StopResult, *, take
             raise JobStateError(
                 f"the standby of version {handle.app_version} can no longer take over ({verdict.message}); the job "
                 f"is stopped (state {written_state(status)}). Start a version with a submit, or roll back")
-        home.write_standby_go({"token": handle.token, "action": rules.GO, "by": record["by"],
-                                        "at": now.isoformat(), "savepoint": stopped.savepoint.id if stopped.savepoint else None})
+        home.write_standby_go({"token": handle.token, "action": rules.GO, "by": record["by"], "at": now.isoformat(),
+                               "savepoint": stopped.savepoint.id if stopped.savepoint else None})
         result = SubmitResult(HANDED_OVER, "the standby was given the go", handle.app_version, now.isoformat(),
                               handle.pid, handle.driver_log, handle.host)
         record["after"] = result.to_dict()

@@ -78,7 +78,8 @@ def end_unused_standby(home: JobHome, handle: StandbyHandle | None) -> bool:
     record = home.standby_record()
     if not record or record.get("token") != handle.token:
         return False
-    if record.get("state") in standby_rules.LIVE_STATES and record.get("state") != standby_rules.StandbyState.TAKING_OVER:
+    state = record.get("state")
+    if state in standby_rules.LIVE_STATES and state != standby_rules.StandbyState.TAKING_OVER:
         end_standby(home, handle, "the upgrade ended without handing the job over to it")
         log.warning("ended the standby of version %s (pid %s): it never got its go", handle.app_version, handle.pid)
         return True

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_kafka_stream.core.job_watch import heartbeat_limit
-from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE, liveness
+from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE, heartbeat_limit, liveness
 from airflow_kafka_stream.core.liveness import heartbeat_age as age
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.storage.files import dump_json, url_to_fs, write_atomic
