@@ -19,7 +19,6 @@ import contextlib
 import functools
 import logging
 import re
-import warnings
 from collections.abc import Iterable, Iterator, Mapping
 
 from confluent_kafka import (
@@ -35,8 +34,8 @@ from confluent_kafka.admin import AdminClient
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.core.watermarks import ask_until_valid, time_lookup_problem, watermark_problem
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
-from airflow_kafka_stream.kafka import clients
 from airflow_kafka_stream.kafka.clients import admin_client, bootstrap_servers, lookup_consumer
+from airflow_kafka_stream.moved import moved_attributes
 
 log = logging.getLogger(__name__)
 
@@ -388,12 +387,5 @@ def committed_offsets(
     return result
 
 
-def __getattr__(name: str):
-    """``isolation_level`` moved to ``kafka.clients`` (the lookup consumer needs it there): the old import keeps
-    working, warned."""
-    if name == "isolation_level":
-        warnings.warn(f"{__name__}.isolation_level is deprecated: import it from airflow_kafka_stream.kafka.clients",
-                      DeprecationWarning, stacklevel=2)
-
-        return clients.isolation_level
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: ``isolation_level`` moved to ``kafka.clients`` (the lookup consumer needs it there).
+__getattr__ = moved_attributes(__name__, {"isolation_level": "airflow_kafka_stream.kafka.clients:isolation_level"})

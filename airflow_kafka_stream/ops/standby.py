@@ -28,6 +28,7 @@ from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.launcher import Launcher, Submission, check_launch
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
@@ -220,3 +221,8 @@ def hand_over(home: JobHome, handle: StandbyHandle, stopped: StopResult, *, take
                               handle.pid, handle.driver_log, handle.host)
         record["after"] = result.to_dict()
         return result
+
+
+#: Moved to ``ops.upgrade_options`` with the upgrade's other defaults.
+__getattr__ = moved_attributes(__name__, {
+    "HANDOVER_POLL_SECONDS": "airflow_kafka_stream.ops.upgrade_options:HANDOVER_POLL_SECONDS"})

@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec, judge, summary
 from airflow_kafka_stream.core.status_document import StatusDocument
+from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
@@ -96,3 +97,8 @@ def wait(look: Look, timeout: float, poll_seconds: float,
         if progress is not None:
             progress(event)
         time.sleep(min(poll_seconds, max(0.05, deadline - time.monotonic())))
+
+
+#: The wait statuses are ``core.job_watch.WaitStatus``; the constants that were here keep working, warned.
+__getattr__ = moved_attributes(__name__, {name: f"airflow_kafka_stream.core.job_watch:WaitStatus.{name}"
+                                          for name in ("WAITING", "SUCCESS", "FAILED", "TIMEOUT")})

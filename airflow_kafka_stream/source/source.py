@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 )
 
 from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.source import offsets_text
 from airflow_kafka_stream.source.binding import binding_path, bound_options
 from airflow_kafka_stream.source.driver_reader import KafkaDriverReader
@@ -123,3 +124,8 @@ class KafkaStreamDataSource(DataSource):
         process, once (open the planning client, which is kept for the run; bind the C reader)."""
         metadata.list_topic_partitions(planning_config(self.parsed))
         placement_of(self.parsed)
+
+
+#: The planner and reader moved to ``source.stream_reader``; what was imported from here keeps working, warned.
+__getattr__ = moved_attributes(__name__, {name: f"airflow_kafka_stream.source.stream_reader:{name}"
+                                          for name in ("KafkaRange", "parse_offsets")})
