@@ -159,7 +159,7 @@ def stack_job(kafka_bootstrap, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
-    """The full Airflow stack (api-server, scheduler, dag-processor, triggerer) on SQLite with the example DAGs,
+    """The full Airflow stack (two api-servers, scheduler, dag-processor, triggerer) on SQLite with the example DAGs,
     their defaults pointing at ``stack_job`` (as the demo's stack points them at the demo's job).
 
     Its Kafka connection carries a SASL password (unused by the PLAINTEXT broker) that must never show anywhere.

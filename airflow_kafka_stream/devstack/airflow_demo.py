@@ -225,7 +225,7 @@ def _start_stack(demo: Demo):
     """The full Airflow stack for the demo, its job home on the job page; prints where the UI is."""
     from airflow_kafka_stream.devstack.airflow_stack import job_defaults_env, start_airflow_stack, wait_for_dags
 
-    print("starting the Airflow stack (api-server, scheduler, dag-processor, triggerer; about a minute) ...",
+    print("starting the Airflow stack (api-servers, scheduler, dag-processor, triggerer; about a minute) ...",
           flush=True)
     # Every example DAG's defaults are the demo's job: the scheduled stream_verify checks it, not /tmp/....
     stack = start_airflow_stack(demo.work / "airflow", ROOT / "dags", extra_env={

@@ -1,13 +1,21 @@
-"""Start the full Airflow stack on loopback: api-server, scheduler, dag-processor and triggerer on SQLite.
+"""Start the full Airflow stack on loopback: two api-servers, scheduler, dag-processor and triggerer on SQLite.
 
 What ``airflow standalone`` brings up, started component by component so that
 the caller chooses the port, knows where each component's log is, and can
 stop all of them for certain (each runs in its own process group). Everything
-it starts listens on loopback only: the api-server, no log server, and the
+it starts listens on loopback only: the api-servers, no log server, and the
 Spark drivers its tasks launch (``SPARK_LOCAL_IP``). Used by
 ``scripts/demo --stack`` and by the tests that go through the REST API and the
-UI. Sized for a two-core machine: one api-server worker, a LocalExecutor with
-low parallelism, one parsing process.
+UI. Sized for a two-core machine: one worker per api-server, a LocalExecutor
+with low parallelism, one parsing process.
+
+The REST API and UI (``--apps core``) and the execution API the task runners
+call (``--apps execution``) are separate processes, as a deployment may run
+them. On SQLite one process serving both hangs: Airflow 3.3's audit-log
+dependency commits on the event loop, so while a task runner's request holds
+the write lock (its commit runs after the handler, scheduled by that same loop)
+a user's POST blocks the whole server until SQLite's lock wait runs out, and
+then answers HTTP 500. Apart, the lock holder's loop is free to commit.
 
 Login: the SimpleAuthManager with one ``admin`` user whose password is written
 to ``<home>/passwords.json`` (mode 0600) before the stack starts; it is never
@@ -36,12 +44,14 @@ from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.devstack.broker import free_port
 from airflow_kafka_stream.errors import StreamError
 
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+COMPONENTS = ("api-server", "execution-api", "scheduler", "dag-processor", "triggerer")
 #: Each component's command. The scheduler (LocalExecutor) and the triggerer would each start a log server on
 #: every interface (Airflow 3.3 has no setting for its address); every component here shares one AIRFLOW_HOME,
-#: so the api-server reads task and trigger logs from their files and no log server is needed.
-COMMANDS = {"api-server": ["api-server"], "scheduler": ["scheduler", "--skip-serve-logs"],
-            "dag-processor": ["dag-processor"], "triggerer": ["triggerer", "--skip-serve-logs"]}
+#: so the api-server reads task and trigger logs from their files and no log server is needed. The execution
+#: API's port is added when the stack starts.
+COMMANDS = {"api-server": ["api-server", "--apps", "core"], "execution-api": ["api-server", "--apps", "execution"],
+            "scheduler": ["scheduler", "--skip-serve-logs"], "dag-processor": ["dag-processor"],
+            "triggerer": ["triggerer", "--skip-serve-logs"]}
 USER = "admin"
 #: SQLite lets one connection write at a time and Python's driver waits 5 s for the lock by default. With four
 #: components writing on a loaded two-core machine that ran out: CI saw the api-server answer a trigger with
@@ -61,12 +71,18 @@ class AirflowStack:
 
     home: Path
     port: int
+    execution_port: int
     env: dict[str, str] = field(repr=False)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def execution_url(self) -> str:
+        """Where task runners reach the execution API."""
+        return f"http://127.0.0.1:{self.execution_port}/execution/"
 
     @property
     def password_file(self) -> Path:
@@ -87,6 +103,20 @@ class AirflowStack:
             return self.log_path(component).read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+    def troubled_requests(self, slower_than_seconds: float = 30.0) -> list[str]:
+        """Access-log lines of both api-servers for requests answered with 5xx or slower than the limit: what a
+        user of the UI or a task runner would have met as an error or a hang."""
+        troubled = []
+        for component in ("api-server", "execution-api"):
+            for line in self.log_tail(component, chars=10**9).splitlines():
+                if "request finished" not in line:
+                    continue
+                fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+                if fields.get("status_code", "").startswith("5") or \
+                        int(fields.get("duration_us", "0")) > slower_than_seconds * 1e6:
+                    troubled.append(f"{component}: {line}")
+        return troubled
 
     # -- REST API ---------------------------------------------------------------------------------
     def token(self) -> str:
@@ -177,7 +207,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def stack_env(home: Path, dags_folder: Path, port: int, extra: dict[str, str] | None = None,
+def stack_env(home: Path, dags_folder: Path, port: int, execution_port: int, extra: dict[str, str] | None = None,
               parallelism: int = 3) -> dict[str, str]:
     """The environment every component shares: its home, DAGs, login, loopback port, small sizes."""
     bin_dir = str(Path(sys.executable).parent)
@@ -198,7 +228,7 @@ def stack_env(home: Path, dags_folder: Path, port: int, extra: dict[str, str] | 
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{execution_port}/execution/",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
         "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
@@ -222,11 +252,13 @@ def job_defaults_env(job_home: str, topics: list[str], group: str, output_path: 
 
 def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str] | None = None,
                         port: int | None = None, timeout: float = 240.0) -> AirflowStack:
-    """Migrate the database, start the four components and wait until they all report healthy."""
+    """Migrate the database, start the five components and wait until they all report healthy."""
     home = Path(home)
     (home / "logs").mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    stack = AirflowStack(home, port, stack_env(home, dags_folder, port, extra_env))
+    execution_port = free_port()
+    stack = AirflowStack(home, port, execution_port, stack_env(home, dags_folder, port, execution_port, extra_env))
+    ports = {"api-server": port, "execution-api": execution_port}
     password_file = stack.password_file
     if not password_file.exists():
         password_file.touch(mode=0o600)
@@ -241,7 +273,8 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
     try:
         for name in COMPONENTS:
             with open(stack.log_path(name), "w") as log:
-                stack.processes[name] = subprocess.Popen([airflow, *COMMANDS[name]], env=stack.env, cwd=home, stdout=log,
+                command = [airflow, *COMMANDS[name], *(["--port", str(ports[name])] if name in ports else [])]
+                stack.processes[name] = subprocess.Popen(command, env=stack.env, cwd=home, stdout=log,
                                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                          start_new_session=True)
         _wait_healthy(stack, timeout)
@@ -272,11 +305,21 @@ def _wait_healthy(stack: AirflowStack, timeout: float) -> None:
         except OSError:
             status = None
         if status == 200 and all((health.get(part) or {}).get("status") == "healthy"
-                                 for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")):
+                                 for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")) \
+                and _answers(stack.execution_url + "health"):
             return
         time.sleep(1)
-    raise StackError(f"the Airflow stack at {stack.url} was not healthy within {timeout:.0f}s (last health: "
+    raise StackError(f"the Airflow stack at {stack.url} (execution API at {stack.execution_url}) was not healthy within {timeout:.0f}s (last health: "
                      f"{health}); logs under {stack.home / 'logs'}")
+
+
+def _answers(url: str) -> bool:
+    """Whether ``url`` answers HTTP 200 (the execution API's health has no JSON worth reading)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
 
 
 def wait_for_dags(stack: AirflowStack, dag_ids: list[str], timeout: float = 180.0) -> None:

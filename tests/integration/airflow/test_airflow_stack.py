@@ -298,6 +298,8 @@ def test_the_stack_and_the_drivers_it_launched_listen_on_loopback_only(airflow_s
         assert all(a.startswith(("127.", "::1:")) for a in addresses), (name, addresses)
         if name == "api-server":
             assert f"127.0.0.1:{airflow_stack.port}" in addresses, addresses
+        if name == "execution-api":
+            assert f"127.0.0.1:{airflow_stack.execution_port}" in addresses, addresses
     driver = JobHome(str(upgraded["home"])).status()["pid"]
     addresses = listening(_pids_where(3, _proc_field(str(driver), 3)))
     assert addresses, "the driver (its JVM: RPC, block manager, Spark UI) listens somewhere"
@@ -338,7 +340,7 @@ def test_a_watchdog_run_logs_its_decision_once(airflow_stack, upgraded):
 
 
 def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_job_page(airflow_stack, upgraded):
-    """Runs last: it fails an upgrade on purpose (a version that exits before it reports), then stops the job.
+    """Runs last but one: it fails an upgrade on purpose (a version that exits before it reports), then stops the job.
 
     Every task instance of every run of the module that ran has the "Stream job" link to its job's page, through
     the REST API's links endpoint, and the scheduler logged no error about a link.
@@ -395,3 +397,11 @@ def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_jo
         "XCom not found" in line and "link" in line.lower())]
     if errors:
         raise StackError(f"the scheduler logged errors about links: {errors[:5]}")
+
+
+def test_no_request_to_the_stack_failed_or_hung(airflow_stack, upgraded):
+    """Runs after every other test of the module: in all that the module did (two upgrades, a watchdog run, a
+    stop, a reset, refusals, the job page in a browser) no request to either api-server answered 5xx or took
+    over 30 s. On one api-server over SQLite, a trigger hung for 60 s and failed while a task started."""
+    troubled = airflow_stack.troubled_requests(slower_than_seconds=30)
+    assert not troubled, troubled[:5]
