@@ -42,6 +42,7 @@ from typing import Any
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import Verdict, WaitStatus, WatchSpec, judge
 from airflow_kafka_stream.core.offsets import records_behind
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def run_position(last_offsets: Mapping[str, Mapping[str, Any]] | None, start_off
     return start_offsets
 
 
-def judge_health(status: Mapping[str, Any] | None, samples: Sequence[LagSample], spec: HealthSpec, now: datetime,
+def judge_health(status: StatusDocument | None, samples: Sequence[LagSample], spec: HealthSpec, now: datetime,
                  deadline_passed: bool) -> Verdict:
     """Healthy (SUCCESS), unhealthy (FAILED) or not known yet (WAITING).
 
@@ -199,7 +200,7 @@ def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict
     return None
 
 
-def judge_started(status: Mapping[str, Any] | None, spec: HealthSpec, now: datetime) -> bool:
+def judge_started(status: StatusDocument | None, spec: HealthSpec, now: datetime) -> bool:
     """Whether ``status`` is this run's and the job is RUNNING with a fresh heartbeat: a lag sample counts."""
     verdict = judge(status, WatchSpec.of([JobState.RUNNING], 0, spec.newer_than, spec.max_heartbeat_age), now)
     return verdict.outcome is WaitStatus.SUCCESS

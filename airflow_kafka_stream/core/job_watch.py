@@ -29,7 +29,7 @@ it started no earlier than the submit minus the skew.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,6 +44,7 @@ from airflow_kafka_stream.core.liveness import (  # noqa: F401 - the heartbeat h
     liveness,
     shown_state,
 )
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.values import seconds
 
 
@@ -96,29 +97,30 @@ class WatchSpec:
         return cls(frozenset(JobState(s) for s in states), min_batches, newer_than, float(max_heartbeat_age))
 
 
-def summary(status: Mapping[str, Any] | None, now: datetime, processes_gone: bool | None = None,
+def summary(status: StatusDocument | None, now: datetime, processes_gone: bool | None = None,
             gave_up: str | None = None) -> dict[str, Any]:
-    """The few status fields a task log or XCom shows (no secrets are ever in a status).
+    """The few status fields a task log or XCom shows (no secrets are ever in a status), as the driver wrote them.
 
     ``state`` is the one shown state (``core.liveness.shown_state``: DEAD for a driver gone without saying so,
     GAVE_UP once recovery gave up); ``recorded_state`` is what the driver wrote. ``processes_gone`` and
     ``gave_up`` as the caller observed them (see ``core.liveness``).
     """
-    if not status:
+    if status is None:
         return {"state": None}
     shown = shown_state(status, liveness(status, now=now, processes_gone=processes_gone), gave_up)
+    written = status.to_dict()  # the values as written: XCom and logs show what the driver wrote
     return {
         "state": shown.state,
-        "recorded_state": status.get("state"),
+        "recorded_state": status.state_text,
         "state_reason": shown.reason,
-        "application_id": status.get("application_id"),
-        "generation": status.get("generation"),
-        "last_batch_id": status.get("last_batch_id"),
-        "last_offsets": status.get("last_offsets"),
-        "batches_this_run": status.get("batches_this_run"),
+        "application_id": written.get("application_id"),
+        "generation": written.get("generation"),
+        "last_batch_id": written.get("last_batch_id"),
+        "last_offsets": written.get("last_offsets"),
+        "batches_this_run": written.get("batches_this_run"),
         "heartbeat_age_seconds": _rounded(heartbeat_age(status, now)),
-        "started_at": status.get("started_at"),
-        "error": status.get("error"),
+        "started_at": written.get("started_at"),
+        "error": written.get("error"),
     }
 
 
@@ -126,74 +128,66 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _started_at(status: Mapping[str, Any]) -> datetime | None:
-    text = status.get("started_at")
-    try:
-        return datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-
-
 # 1. Nothing from this run yet.
-def not_reported_yet(status: Mapping[str, Any] | None, spec: WatchSpec) -> Verdict | None:
-    if not status:
+def not_reported_yet(status: StatusDocument | None, spec: WatchSpec) -> Verdict | None:
+    if status is None:
         return Verdict(WaitStatus.WAITING, "the job has not reported a status yet")
-    started = _started_at(status)
+    started = status.started_at
     if spec.newer_than is not None and (
             started is None or started < spec.newer_than - timedelta(seconds=clock_skew(status))):
-        return Verdict(WaitStatus.WAITING, f"the status is from an earlier run (started {status.get('started_at')})")
+        return Verdict(WaitStatus.WAITING, f"the status is from an earlier run (started {status.started_text})")
     return None
 
 
 # 2. The job failed.
-def job_failed(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
-    if status.get("state") == JobState.FAILED and JobState.FAILED not in spec.target_states:
-        return Verdict(WaitStatus.FAILED, f"the job FAILED: {status.get('error') or 'no error recorded'}")
+def job_failed(status: StatusDocument, spec: WatchSpec) -> Verdict | None:
+    if status.state is JobState.FAILED and JobState.FAILED not in spec.target_states:
+        return Verdict(WaitStatus.FAILED, f"the job FAILED: {status.error or 'no error recorded'}")
     return None
 
 
 # 3. A target state reached (with enough batches when waiting for RUNNING).
-def target_reached(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
+def target_reached(status: StatusDocument, spec: WatchSpec, now: datetime,
                    processes_gone: bool | None = None) -> Verdict | None:
-    state = status.get("state")
+    state = status.state
     if state not in spec.target_states:
         return None
     if state in LIVE_STATES and _lost(status, spec, now, processes_gone):
         return None  # rule 5 decides
-    if state == JobState.RUNNING and spec.min_batches:
-        done = status.get("batches_this_run") or 0
+    if state is JobState.RUNNING and spec.min_batches:
+        done = status.batches_this_run or 0
         if done < spec.min_batches:
             return None
         return Verdict(WaitStatus.SUCCESS, f"the job is RUNNING and committed {done} batch(es) in this run "
-                                        f"(last batch {status.get('last_batch_id')})")
-    return Verdict(WaitStatus.SUCCESS, f"the job is {state} (last committed batch {status.get('last_batch_id')})")
+                                        f"(last batch {status.last_batch_id})")
+    return Verdict(WaitStatus.SUCCESS, f"the job is {state} (last committed batch {status.last_batch_id})")
 
 
 # 4. The job ended while another state was awaited.
-def ended_elsewhere(status: Mapping[str, Any], spec: WatchSpec) -> Verdict | None:
-    if status.get("state") == JobState.STOPPED and JobState.STOPPED not in spec.target_states:
-        return Verdict(WaitStatus.FAILED, f"the job STOPPED (last committed batch {status.get('last_batch_id')}) "
+def ended_elsewhere(status: StatusDocument, spec: WatchSpec) -> Verdict | None:
+    if status.state is JobState.STOPPED and JobState.STOPPED not in spec.target_states:
+        return Verdict(WaitStatus.FAILED, f"the job STOPPED (last committed batch {status.last_batch_id}) "
                                        f"while {'/'.join(sorted(spec.target_states))} was awaited")
     return None
 
 
 # 5. The driver is gone (core.liveness: its processes are gone on this host, or its heartbeat is stale).
-def driver_gone(status: Mapping[str, Any], spec: WatchSpec, now: datetime,
+def driver_gone(status: StatusDocument, spec: WatchSpec, now: datetime,
                 processes_gone: bool | None = None) -> Verdict | None:
-    if status.get("state") in LIVE_STATES and _lost(status, spec, now, processes_gone):
+    if status.state in LIVE_STATES and _lost(status, spec, now, processes_gone):
         age = heartbeat_age(status, now)
         gone = "its process and JVM are gone" if processes_gone else (
             f"its heartbeat is {'missing' if age is None else f'{age:.0f}s old'}")
-        return Verdict(WaitStatus.FAILED, f"the job's last status says {status.get('state')} but {gone}: the driver "
+        return Verdict(WaitStatus.FAILED, f"the job's last status says {status.state_text} but {gone}: the driver "
                                        "died without reporting; read its log in the job home")
     return None
 
 
-def _lost(status: Mapping[str, Any], spec: WatchSpec, now: datetime, processes_gone: bool | None) -> bool:
+def _lost(status: StatusDocument, spec: WatchSpec, now: datetime, processes_gone: bool | None) -> bool:
     return liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=spec.max_heartbeat_age).lost
 
 
-def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime,
+def judge(status: StatusDocument | None, spec: WatchSpec, now: datetime,
           processes_gone: bool | None = None) -> Verdict:
     """Apply the rules in order to one status read at ``now``; ``processes_gone`` as in ``core.liveness``."""
     early = not_reported_yet(status, spec)
@@ -204,6 +198,5 @@ def judge(status: Mapping[str, Any] | None, spec: WatchSpec, now: datetime,
                     ended_elsewhere(status, spec), driver_gone(status, spec, now, processes_gone)):
         if verdict is not None:
             return verdict
-    state = status.get("state")
-    progress = f", {status.get('batches_this_run') or 0} batch(es) this run" if state == JobState.RUNNING else ""
-    return Verdict(WaitStatus.WAITING, f"the job is {state}{progress}")
+    progress = f", {status.batches_this_run or 0} batch(es) this run" if status.state is JobState.RUNNING else ""
+    return Verdict(WaitStatus.WAITING, f"the job is {status.state_text}{progress}")

@@ -5,8 +5,9 @@ watchdog, sensors, triggers and a starting driver all ask it; none decides on
 its own. The driver writes its status (state, heartbeat, pids, host); the only
 thing a reader can add is whether the driver's processes still exist, and that
 only on the host they ran on: the caller observes it (``storage.processes``)
-and passes it in as ``processes_gone``, with ``now``. Rules, in order; the
-first that applies decides:
+and passes it in as ``processes_gone``, with ``now``. The status is the parsed
+``core.status_document.StatusDocument`` (the caller parses what it read). Rules,
+in order; the first that applies decides:
 
 1. No status: the job never reported; not alive.
 2. A final state (STOPPED, FAILED) or an unknown one: not alive; it ended and said so.
@@ -34,12 +35,12 @@ future counts as fresh.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from airflow_kafka_stream.core.job_state import LIVE_STATES
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 #: How far apart the driver's and a reader's clocks may be when a job does not declare it: none, as on one
 #: host; a job whose driver and readers run on different hosts declares it (StreamConfig.clock_skew_seconds).
@@ -79,55 +80,78 @@ class Liveness:
         return self.life in (Life.GONE, Life.STALE)
 
 
-def heartbeat_age(status: Mapping[str, Any], now: datetime | float) -> float | None:
-    """Seconds since the status's heartbeat, or None when it has no usable heartbeat."""
-    beat = status.get("heartbeat_epoch")
-    if isinstance(beat, bool) or not isinstance(beat, int | float):
+class Heartbeating(Protocol):
+    """The few numbers of a heartbeat the one staleness rule reads, whoever writes it: a job's driver
+    (:class:`~airflow_kafka_stream.core.status_document.StatusDocument`) or a standby (``core.standby``'s
+    :class:`Heartbeat` of its record). Each is a JSON number as written, None when absent or not a number."""
+
+    @property
+    def heartbeat_epoch(self) -> float | None: ...
+
+    @property
+    def heartbeat_interval_seconds(self) -> float | None: ...
+
+    @property
+    def clock_skew_seconds(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A :class:`Heartbeating` of its own, for a writer whose document is not a job's status (a standby)."""
+
+    heartbeat_epoch: float | None = None
+    heartbeat_interval_seconds: float | None = None
+    clock_skew_seconds: float | None = None
+
+
+def heartbeat_age(beat: Heartbeating | None, now: datetime | float) -> float | None:
+    """Seconds since the heartbeat, or None when there is no usable heartbeat."""
+    if beat is None or beat.heartbeat_epoch is None:
         return None
-    return (now.timestamp() if isinstance(now, datetime) else float(now)) - float(beat)
+    return (now.timestamp() if isinstance(now, datetime) else float(now)) - float(beat.heartbeat_epoch)
 
 
-def clock_skew(status: Mapping[str, Any]) -> float:
-    """The clock skew the job declared between its driver and the readers of its status (seconds)."""
-    declared = status.get("clock_skew_seconds")
-    if isinstance(declared, int | float) and not isinstance(declared, bool) and declared >= 0:
+def clock_skew(beat: Heartbeating | None) -> float:
+    """The clock skew the job declared between its driver and the readers of its status (seconds); a negative
+    one is none declared."""
+    declared = None if beat is None else beat.clock_skew_seconds
+    if declared is not None and declared >= 0:
         return float(declared)
     return DEFAULT_CLOCK_SKEW_SECONDS
 
 
-def heartbeat_limit(status: Mapping[str, Any], floor: float) -> float:
+def heartbeat_limit(beat: Heartbeating | None, floor: float) -> float:
     """How old a heartbeat may look: ``floor``, or :data:`STALE_AFTER_INTERVALS` of a slow-beating writer's
     intervals, plus the declared skew."""
-    interval = status.get("heartbeat_interval_seconds")
+    interval = None if beat is None else beat.heartbeat_interval_seconds
     limit = floor
-    if isinstance(interval, int | float) and not isinstance(interval, bool):
+    if interval is not None:
         limit = max(floor, STALE_AFTER_INTERVALS * float(interval))
-    return limit + clock_skew(status)
+    return limit + clock_skew(beat)
 
 
-def is_stale(status: Mapping[str, Any], floor: float, now: datetime | float) -> bool:
+def is_stale(beat: Heartbeating | None, floor: float, now: datetime | float) -> bool:
     """Whether the heartbeat is missing or older than :func:`heartbeat_limit`."""
-    age = heartbeat_age(status, now)
-    return age is None or age > heartbeat_limit(status, floor)
+    age = heartbeat_age(beat, now)
+    return age is None or age > heartbeat_limit(beat, floor)
 
 
-def liveness(status: Mapping[str, Any] | None, *, now: datetime | float, processes_gone: bool | None,
+def liveness(status: StatusDocument | None, *, now: datetime | float, processes_gone: bool | None,
              max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> Liveness:
     """Apply the rules in order (see the module docstring) to one status read at ``now``.
 
     ``processes_gone``: True when the driver ran on this host and its Python process and JVM are both gone;
     False when they are not; None when it cannot be told here (another host, no pids recorded).
     """
-    if not status:  # 1
+    if status is None:  # 1
         return Liveness(Life.NO_STATUS, "the job has never reported a status")
-    state = status.get("state")
+    state = status.state_text
     age = heartbeat_age(status, now)
-    if state not in LIVE_STATES:  # 2
+    if status.state not in LIVE_STATES:  # 2
         return Liveness(Life.ENDED, f"the job is {state}", age)
     if processes_gone:  # 3
-        return Liveness(Life.GONE, f"the driver is gone: state {state} but its process (pid {status.get('pid')}) "
-                                   f"and its JVM (pid {status.get('jvm_pid')}) no longer exist on "
-                                   f"{status.get('host')}", age)
+        return Liveness(Life.GONE, f"the driver is gone: state {state} but its process (pid {status.pid}) "
+                                   f"and its JVM (pid {status.jvm_pid}) no longer exist on {status.host}", age)
     if is_stale(status, max_heartbeat_age, now):  # 4
         return Liveness(Life.STALE, f"the driver is gone: state {state} but no heartbeat for "
                                     f"{'ever' if age is None else f'{age:.0f}s'}", age)
@@ -148,7 +172,7 @@ class ShownState:
     reason: str
 
 
-def shown_state(status: Mapping[str, Any] | None, found: Liveness, gave_up: str | None = None) -> ShownState:
+def shown_state(status: StatusDocument | None, found: Liveness, gave_up: str | None = None) -> ShownState:
     """The state to show for ``status``, judged ``found`` by :func:`liveness`. Rules, in order:
 
     1. No status: NOT_STARTED.
@@ -157,9 +181,9 @@ def shown_state(status: Mapping[str, Any] | None, found: Liveness, gave_up: str 
     3. An active state the driver can no longer be in (``found.lost``): DEAD; recovery may still act.
     4. Otherwise what the driver wrote: alive (STARTING, RUNNING, DRAINING) or ended and said so.
     """
-    recorded = None if not status else status.get("state")
+    recorded = None if status is None else status.state_text
     recorded_text = None if recorded is None else str(recorded)
-    if not status:  # 1
+    if status is None:  # 1
         return ShownState(NOT_STARTED, None, found.reason)
     if gave_up and not found.alive:  # 2
         return ShownState(GAVE_UP, recorded_text, gave_up)

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_kafka_stream.core.job_watch import heartbeat_age
-from airflow_kafka_stream.core.liveness import is_stale
+from airflow_kafka_stream.core.liveness import Heartbeat, heartbeat_age, is_stale
 
 
 class StandbyState(enum.StrEnum):
@@ -71,10 +70,22 @@ class ReadyVerdict:
     message: str
 
 
+def _number(value: Any) -> float | None:
+    """A JSON number (never a boolean), as a job's status reads one (``core.status_document``)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def heartbeat_of(record: Mapping[str, Any]) -> Heartbeat:
+    """The numbers of the record's heartbeat the one staleness rule reads (``core.liveness.Heartbeating``)."""
+    return Heartbeat(heartbeat_epoch=_number(record.get("heartbeat_epoch")),
+                     heartbeat_interval_seconds=_number(record.get("heartbeat_interval_seconds")),
+                     clock_skew_seconds=_number(record.get("clock_skew_seconds")))
+
+
 def heartbeat_stale(record: Mapping[str, Any], now: datetime) -> bool:
     """A registered standby whose heartbeat is missing or stale by the one rule (``core.liveness``), with a
     floor of :data:`STALE_FLOOR_SECONDS`."""
-    return is_stale(record, STALE_FLOOR_SECONDS, now)
+    return is_stale(heartbeat_of(record), STALE_FLOOR_SECONDS, now)
 
 
 def _launched_at(record: Mapping[str, Any]) -> datetime | None:
@@ -123,7 +134,7 @@ def judge_ready(record: Mapping[str, Any] | None, token: str, process_alive: boo
         return ReadyVerdict(Readiness.FAILED, f"the standby's process exited in state {state} (see its log)")
     # 4. It stopped heart-beating.
     if state != StandbyState.LAUNCHED and heartbeat_stale(record, now):
-        age = heartbeat_age(record, now)
+        age = heartbeat_age(heartbeat_of(record), now)
         return ReadyVerdict(Readiness.FAILED, f"the standby stopped heart-beating in state {state} "
                                               f"({'no heartbeat' if age is None else f'last {age:.0f}s ago'})")
     # 5. Ready.

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.liveness import liveness
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 
 class SubmitAction(enum.StrEnum):
@@ -36,7 +37,7 @@ class SubmitDecision:
     reason: str
 
 
-def decide_submit(*, status: Mapping[str, Any] | None, running_version: str | None,
+def decide_submit(*, status: StatusDocument | None, running_version: str | None,
                   launch_record: Mapping[str, Any] | None, launcher_alive: bool | None, version: str,
                   now: datetime, max_heartbeat_age: float = 30.0, start_grace_seconds: float = 180.0,
                   processes_gone: bool | None = None) -> SubmitDecision:
@@ -47,9 +48,9 @@ def decide_submit(*, status: Mapping[str, Any] | None, running_version: str | No
         assert status is not None
         if running_version == version:
             return SubmitDecision(SubmitAction.WAIT, f"version {version} already runs (state "
-                                                     f"{status.get('state')}, pid {status.get('pid')})")
-        return SubmitDecision(SubmitAction.REFUSE, f"version {running_version} runs (state {status.get('state')},"
-                                                   f" pid {status.get('pid')}); stop it before submitting "
+                                                     f"{status.state_text}, pid {status.pid})")
+        return SubmitDecision(SubmitAction.REFUSE, f"version {running_version} runs (state {status.state_text},"
+                                                   f" pid {status.pid}); stop it before submitting "
                                                    f"version {version}, or run an upgrade")
     # 2. A driver launched moments ago that has not reported yet.
     if launch_pending(status, launch_record, launcher_alive, now, start_grace_seconds):
@@ -66,14 +67,14 @@ def decide_submit(*, status: Mapping[str, Any] | None, running_version: str | No
     return SubmitDecision(SubmitAction.LAUNCH, "no driver runs for this job")
 
 
-def launch_pending(status: Mapping[str, Any] | None, launch_record: Mapping[str, Any] | None,
+def launch_pending(status: StatusDocument | None, launch_record: Mapping[str, Any] | None,
                    launcher_alive: bool | None, now: datetime, start_grace_seconds: float = 180.0) -> bool:
     """Whether a driver was launched less than ``start_grace_seconds`` ago, has not reported since (no status
     started after the launch) and its process is not known dead: it is starting (a JVM takes seconds)."""
     if not launch_record or launcher_alive is False:
         return False
     launched = _time(launch_record.get("launched_at"))
-    started = _time((status or {}).get("started_at"))
+    started = None if status is None else status.started_at
     reported = started is not None and launched is not None and started >= launched
     return launched is not None and not reported and (now - launched).total_seconds() <= start_grace_seconds
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.liveness import liveness
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.values import seconds
 
 
@@ -112,23 +113,23 @@ class Decision:
     stopped_on_purpose: bool = False
 
 
-def track_progress(status: Mapping[str, Any], previous: Progress | None, lag: int | None, now: datetime) -> Progress:
+def track_progress(status: StatusDocument, previous: Progress | None, lag: int | None, now: datetime) -> Progress:
     """Keep the time the current last batch was first seen (a stuck job's clock keeps running)."""
-    batch = status.get("last_batch_id")
+    batch = status.last_batch_id
     if previous is not None and previous.last_batch_id == batch:
         return previous
     return Progress(now, batch, lag)
 
 
-def _dead(status: Mapping[str, Any], policy: Policy, now: datetime, processes_gone: bool | None) -> str | None:
-    if status.get("state") == JobState.FAILED:
-        return f"the job FAILED: {status.get('error') or 'no error recorded'}"
+def _dead(status: StatusDocument, policy: Policy, now: datetime, processes_gone: bool | None) -> str | None:
+    if status.state is JobState.FAILED:
+        return f"the job FAILED: {status.error or 'no error recorded'}"
     found = liveness(status, now=now, processes_gone=processes_gone, max_heartbeat_age=policy.max_heartbeat_age)
     return found.reason if found.lost else None
 
 
-def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, policy: Policy, now: datetime) -> str | None:
-    if status.get("state") != JobState.RUNNING or lag is None or lag <= 0:
+def _stuck(status: StatusDocument, progress: Progress, lag: int | None, policy: Policy, now: datetime) -> str | None:
+    if status.state is not JobState.RUNNING or lag is None or lag <= 0:
         return None
     waited = (now - progress.since).total_seconds()
     shrinking = progress.lag is not None and lag < progress.lag
@@ -138,7 +139,7 @@ def _stuck(status: Mapping[str, Any], progress: Progress, lag: int | None, polic
     return None
 
 
-def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: Sequence[Restart],
+def decide(status: StatusDocument | None, *, stop_requested: bool, restarts: Sequence[Restart],
            previous: Progress | None, lag: int | None, now: datetime, policy: Policy,
            processes_gone: bool | None = None, starting: str | None = None) -> Decision:
     """Apply the rules in order (see the module docstring).
@@ -146,10 +147,10 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
     ``processes_gone``: whether the driver's processes are gone on this host (None: cannot tell), as in
     ``core.liveness``; ``starting``: what says a launched driver has not reported yet (None: none is starting).
     """
-    if not status:  # 1
+    if status is None:  # 1
         return Decision(Action.NOTHING, "the job has never reported a status")
-    if stop_requested or status.get("state") == JobState.STOPPED:  # 2
-        return Decision(Action.NOTHING, f"the job is {status.get('state')}"
+    if stop_requested or status.state is JobState.STOPPED:  # 2
+        return Decision(Action.NOTHING, f"the job is {status.state_text}"
                                         + (" with a stop requested" if stop_requested else "") + ": stopped on purpose",
                         stopped_on_purpose=True)
     progress = track_progress(status, previous, lag, now)
@@ -158,8 +159,8 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
     dead = _dead(status, policy, now, processes_gone)  # 4
     stuck = None if dead else _stuck(status, progress, lag, policy, now)
     if not dead and not stuck:
-        return Decision(Action.NOTHING, f"the job is {status.get('state')} (last batch "
-                                        f"{status.get('last_batch_id')}, lag {lag})", progress)
+        return Decision(Action.NOTHING, f"the job is {status.state_text} (last batch "
+                                        f"{status.last_batch_id}, lag {lag})", progress)
     why = dead or stuck
     recent = sorted((r for r in restarts if (now - r.at).total_seconds() <= policy.window_seconds),
                     key=lambda r: r.at)
@@ -168,7 +169,7 @@ def decide(status: Mapping[str, Any] | None, *, stop_requested: bool, restarts: 
                                         f"{policy.window_seconds:.0f}s ({count_by_restarter(recent)}), the limit of "
                                         f"{policy.max_restarts} the supervisor and the watchdog share: a crash loop, "
                                         "not restarting it again. Last error: "
-                                        f"{status.get('error') or 'none recorded'}", progress)
+                                        f"{status.error or 'none recorded'}", progress)
     if recent:  # 6
         backoff = policy.backoff_seconds * 2 ** (len(recent) - 1)
         since = (now - recent[-1].at).total_seconds()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from airflow_kafka_stream.core.liveness import DEFAULT_MAX_HEARTBEAT_AGE as _DEFAULT_AGE
 from airflow_kafka_stream.core.liveness import Liveness, ShownState, shown_state
@@ -45,13 +46,14 @@ def job_shown_state(home: JobHome, now: datetime | None = None, max_age: float =
     """The one state every front end shows (``core.liveness.shown_state``), the liveness it came from, and the
     status read."""
     found, status = job_liveness(home, now, max_age)
-    return shown_state(status, found, None if found.alive else gave_up_on(home, status)), found, status
+    document = StatusDocument.parse(status)
+    return shown_state(document, found, None if found.alive else gave_up_on(home, document)), found, status
 
 
-def gave_up_on(home: JobHome, status: dict | None) -> str | None:
+def gave_up_on(home: JobHome, status: Mapping[str, Any] | StatusDocument | None) -> str | None:
     """Why recovery gave up on the run ``status`` describes: the newest give-up recorded after that run started;
     None when there is none (a later submit starts a new run, which no give-up is about yet)."""
-    document = StatusDocument.parse(status)
+    document = StatusDocument.of(status)
     started = document.started_at if document is not None else None
     if started is None:
         return None

@@ -83,16 +83,15 @@ class HealthLook:
         self.deadline = time.monotonic() + timeout
 
     def __call__(self) -> dict[str, Any]:
-        status, now = self.home.status(), datetime.now(UTC)
-        document = StatusDocument.parse(status)
-        if document and document.state is JobState.RUNNING and judge_started(status, self.spec, now):
+        document, now = self.home.status_document(), datetime.now(UTC)
+        if document and document.state is JobState.RUNNING and judge_started(document, self.spec, now):
             # Before this run's first batch its lag counts from where it started: lag 0 must prove no input.
             offsets = run_position(document.last_offsets, None if document.last_offsets
                                    else started_at(self.home, document))
             lag = None if offsets is None else total_lag(offsets, partition_highs(self.kafka_config, offsets))
             self.samples.append(LagSample(now, lag, document.batches_this_run or 0))
             self.time_lags.append(document.time_lag.max_seconds if document.time_lag is not None else None)
-        verdict = judge_health(status, self.samples, self.spec, now, time.monotonic() >= self.deadline)
-        return {"status": verdict.outcome, "message": verdict.message, "job": summary(status, now),
+        verdict = judge_health(document, self.samples, self.spec, now, time.monotonic() >= self.deadline)
+        return {"status": verdict.outcome, "message": verdict.message, "job": summary(document, now),
                 "lag": [sample.lag for sample in self.samples], "time_lag_seconds": list(self.time_lags),
                 "time_lag": document.time_lag.to_dict() if document and document.time_lag is not None else None}

@@ -90,7 +90,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
                             existing_home=False) as record:
-        status = home.status()
+        status = home.status_document()
         previous = home.launch_record()
         decision = decide_submit(status=status, running_version=_running_version(home, status),
                                  launch_record=previous,
@@ -174,10 +174,10 @@ def submit_and_wait(home: JobHome, submission: Submission, launcher: Launcher, *
     return submitted, conclude_start(home, submitted, event, secrets)
 
 
-def _running_version(home: JobHome, status: Mapping[str, Any] | None) -> str | None:
+def _running_version(home: JobHome, status: Mapping[str, Any] | StatusDocument | None) -> str | None:
     """The version that runs: the status's when it names one, else job.json's (the runtime does not write
     app_version into status.json; job.json's ``version`` is the running job's)."""
-    document = StatusDocument.parse(status)
+    document = StatusDocument.of(status)
     version = (document.app_version if document else None) or home.spec().get("version")
     return None if version is None else str(version)
 

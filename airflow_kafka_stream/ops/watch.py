@@ -36,11 +36,11 @@ def look_job(home: JobHome, spec: WatchSpec, driver_pid: int | None = None, driv
     With the pid of a driver just launched here, a driver that exited before the job reported what is awaited
     (a broken application that never writes a status) fails the wait at once.
     """
-    status = home.status()
+    status = home.status_document()
     now = now or datetime.now(UTC)
     verdict = judge(status, spec, now, driver_gone(status))
     if not verdict.done and process_alive(driver_pid, driver_host) is False:
-        status = home.status()  # it may have reported just before exiting
+        status = home.status_document()  # it may have reported just before exiting
         verdict = judge(status, spec, now, driver_gone(status))
         if not verdict.done:
             newer = spec.newer_than.isoformat() if spec.newer_than else None

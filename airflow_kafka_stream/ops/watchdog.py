@@ -57,7 +57,7 @@ def restarts_in_history(home: JobHome) -> list[Restart]:
     return found
 
 
-def starting_driver(home: JobHome, status: Mapping[str, Any] | None, now: datetime) -> str | None:
+def starting_driver(home: JobHome, status: StatusDocument | None, now: datetime) -> str | None:
     """What says a driver was launched (a submit, a restart) and has not reported yet; None when none is."""
     record = home.launch_record()
     if not launch_pending(status, record, process_alive((record or {}).get("pid"), (record or {}).get("host")), now):
@@ -68,16 +68,17 @@ def starting_driver(home: JobHome, status: Mapping[str, Any] | None, now: dateti
 
 
 def assess(home: JobHome, policy: Policy, *, now: datetime | None = None, lag: int | None = None,
-           previous: Progress | None = None, status: Mapping[str, Any] | None = None) -> Decision:
+           previous: Progress | None = None,
+           status: Mapping[str, Any] | StatusDocument | None = None) -> Decision:
     """Observe the job and decide (``core.watchdog.decide``), changing nothing: liveness by the one rule (a
     driver gone from this host is dead at once), the restarts since the last deliberate operation, a stop
-    request, a driver that is starting. Without ``lag`` and ``previous`` only death is judged, not a stuck job."""
+    request, a driver that is starting. Without ``lag`` and ``previous`` only death is judged, not a stuck job.
+    ``status``: the status already read (raw or parsed; an empty one is none), None to read it here."""
     now = now or datetime.now(UTC)
-    if status is None:
-        status = home.status()
-    return decide(status, stop_requested=home.stop_requested(), restarts=restarts_in_history(home),
-                  previous=previous, lag=lag, now=now, policy=policy, processes_gone=driver_gone(status),
-                  starting=starting_driver(home, status, now))
+    document = home.status_document() if status is None else StatusDocument.of(status)
+    return decide(document, stop_requested=home.stop_requested(), restarts=restarts_in_history(home),
+                  previous=previous, lag=lag, now=now, policy=policy, processes_gone=driver_gone(document),
+                  starting=starting_driver(home, document, now))
 
 
 def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy, launcher: Launcher, *,
@@ -91,11 +92,11 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
     if restarter not in RESTARTERS:
         raise ValueError(f"restarter must be one of {', '.join(RESTARTERS)}, got {restarter!r}")
     now = now or datetime.now(UTC)
-    status = home.status()
-    lag = job_lag(kafka_config, status)
+    document = home.status_document()
+    lag = job_lag(kafka_config, document)
     memory = home.watchdog_memory()
     previous = Progress.from_dict(memory) if memory else None
-    decision = assess(home, policy, now=now, lag=lag, previous=previous, status=status or {})
+    decision = assess(home, policy, now=now, lag=lag, previous=previous, status=document or {})
     if decision.progress is not None:
         home.write_watchdog_memory(decision.progress.to_dict())
     log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)
@@ -107,7 +108,6 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
             record["result"] = "failed"
             record["error"] = decision.reason
         raise WatchdogGaveUp(f"job {home.url}: {decision.reason}")
-    document = StatusDocument.parse(status)
     # The runtime does not write app_version into status.json: the version is job.json's.
     version = str((document.app_version if document else None) or home.spec().get("version") or "")
     args = {"reason": decision.reason, "action": decision.action.value, "version": version, "restarter": restarter}

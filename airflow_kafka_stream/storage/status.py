@@ -61,38 +61,40 @@ def write_status(home_url: str, status: Mapping[str, Any], storage_options: dict
     write_atomic(fs, path, dump_json(dict(status)), durable=durable)
 
 
-def heartbeat_age(status: Mapping[str, Any], now: float | datetime) -> float | None:
+def heartbeat_age(status: Mapping[str, Any] | StatusDocument | None, now: float | datetime) -> float | None:
     """Seconds since the status's heartbeat, or None when it has no usable heartbeat."""
-    return age(status, now)
+    return age(StatusDocument.of(status), now)
 
 
-def max_heartbeat_age(status: Mapping[str, Any] | None, floor: float) -> float:
+def max_heartbeat_age(status: Mapping[str, Any] | StatusDocument | None, floor: float) -> float:
     """How old a heartbeat may be before its job counts as gone: ``floor``, or more for a slow-beating job,
     plus the clock skew the job declared (the reader may run on another host than the driver)."""
-    return heartbeat_limit(status or {}, floor)
+    return heartbeat_limit(StatusDocument.of(status), floor)
 
 
-def observe_liveness(status: Mapping[str, Any] | None, now: float | datetime,
+def observe_liveness(status: Mapping[str, Any] | StatusDocument | None, now: float | datetime,
                      max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> Liveness:
     """The one liveness rule (``core.liveness``) fed with what only this host can see: whether the driver's
-    Python process and JVM are gone (``storage.processes.driver_gone``; unknown for another host's driver)."""
-    document = StatusDocument.parse(status)
+    Python process and JVM are gone (``storage.processes.driver_gone``; unknown for another host's driver).
+    ``status`` as read or already parsed (``core.status_document``)."""
+    document = StatusDocument.of(status)
     gone = driver_gone(document) if document is not None and document.is_live else None
-    return liveness(status, now=now, processes_gone=gone, max_heartbeat_age=max_heartbeat_age)
+    return liveness(document, now=now, processes_gone=gone, max_heartbeat_age=max_heartbeat_age)
 
 
-def is_alive(status: Mapping[str, Any] | None, now: float | datetime, max_age_seconds: float) -> bool:
+def is_alive(status: Mapping[str, Any] | StatusDocument | None, now: float | datetime,
+             max_age_seconds: float) -> bool:
     """The heartbeat half of the rule with a limit already worked out (``max_heartbeat_age``): an active state
     and a heartbeat no older than ``max_age_seconds`` (one from the future counts as fresh). Operations use
     :func:`observe_liveness`, which also knows a driver gone from this host."""
-    document = StatusDocument.parse(status)
+    document = StatusDocument.of(status)
     if document is None or not document.is_live:
         return False
-    age = heartbeat_age(status, now)
+    age = heartbeat_age(document, now)
     return age is not None and age <= max_age_seconds
 
 
-def is_running(status: Mapping[str, Any] | None, now: float | datetime,
+def is_running(status: Mapping[str, Any] | StatusDocument | None, now: float | datetime,
                max_heartbeat_age: float = DEFAULT_MAX_HEARTBEAT_AGE) -> bool:
     """Whether the job runs, by the one rule (:func:`observe_liveness`)."""
     return observe_liveness(status, now, max_heartbeat_age).alive

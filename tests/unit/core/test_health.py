@@ -8,15 +8,16 @@ import pytest
 
 from airflow_kafka_stream.core.health import HealthSpec, LagSample, judge_health, run_position, total_lag
 from airflow_kafka_stream.core.job_watch import WaitStatus
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 SPEC = HealthSpec(min_batches=2, window_seconds=30)
 
 
-def status(state: str = "RUNNING", batches: int = 3, beat_age: float = 1.0, **more) -> dict:
-    return {"state": state, "batches_this_run": batches, "last_batch_id": 9,
-            "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
-            "started_at": (NOW - timedelta(minutes=1)).isoformat(), **more}
+def status(state: str = "RUNNING", batches: int = 3, beat_age: float = 1.0, **more) -> StatusDocument | None:
+    return StatusDocument.parse({"state": state, "batches_this_run": batches, "last_batch_id": 9,
+                                 "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
+                                 "started_at": (NOW - timedelta(minutes=1)).isoformat(), **more})
 
 
 def samples(*points: tuple[float, int, int]) -> list[LagSample]:

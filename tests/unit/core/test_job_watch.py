@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec, judge, summary
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 SUBMITTED = NOW - timedelta(minutes=2)
@@ -63,7 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize(("case", "doc", "spec", "outcome", "words", "why"), CASES, ids=[c[0] for c in CASES])
 def test_judge(case, doc, spec, outcome, words, why):
-    verdict = judge(doc, spec, NOW)
+    verdict = judge(StatusDocument.parse(doc), spec, NOW)
     assert verdict.outcome is outcome, why
     assert words in verdict.message, verdict.message
 
@@ -83,7 +84,7 @@ def test_spec_refuses_bad_arguments_naming_them(kwargs, named):
 def test_summary_holds_what_a_person_checks():
     doc = status("RUNNING", beat_age=2.04, batches=3, application_id="local-1", generation=2,
                  last_offsets={"t": {"0": 5}})
-    assert summary(doc, NOW) == {
+    assert summary(StatusDocument.parse(doc), NOW) == {
         "state": "RUNNING", "recorded_state": "RUNNING", "state_reason": "the job is RUNNING",
         "application_id": "local-1", "generation": 2, "last_batch_id": 7,
         "last_offsets": {"t": {"0": 5}}, "batches_this_run": 3, "heartbeat_age_seconds": 2.0,
@@ -92,7 +93,7 @@ def test_summary_holds_what_a_person_checks():
 
 
 def test_summary_shows_a_driver_gone_as_dead_and_a_give_up_as_such():
-    doc = status("RUNNING", beat_age=1.0, batches=3)
+    doc = StatusDocument.parse(status("RUNNING", beat_age=1.0, batches=3))
     dead = summary(doc, NOW, processes_gone=True)
     assert (dead["state"], dead["recorded_state"]) == ("DEAD", "RUNNING"), "a kill -9 right now: not RUNNING"
     gave_up = summary(doc, NOW, processes_gone=True, gave_up="restarted 3 time(s) in the last 600s")

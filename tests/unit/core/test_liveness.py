@@ -7,15 +7,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_kafka_stream.core.liveness import Life, liveness, shown_state
+from airflow_kafka_stream.core.status_document import StatusDocument
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
-def status(state: str = "RUNNING", beat_age: float | None = 2.0, **more) -> dict:
+def status(state: str = "RUNNING", beat_age: float | None = 2.0, **more) -> StatusDocument | None:
     doc = {"state": state, "pid": 11, "jvm_pid": 12, "host": "h1", **more}
     if beat_age is not None:
         doc["heartbeat_epoch"] = (NOW - timedelta(seconds=beat_age)).timestamp()
-    return doc
+    return StatusDocument.parse(doc)
 
 
 CASES = [

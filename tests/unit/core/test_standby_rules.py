@@ -73,9 +73,12 @@ def test_judge_ready(case, doc, alive, expected, why):
 ])
 def test_a_standby_is_stale_by_the_same_rule_as_a_driver(age, interval, skew, stale):
     from airflow_kafka_stream.core.liveness import is_stale
-    from airflow_kafka_stream.core.standby import STALE_FLOOR_SECONDS, heartbeat_stale
+    from airflow_kafka_stream.core.standby import STALE_FLOOR_SECONDS, heartbeat_of, heartbeat_stale
+    from airflow_kafka_stream.core.status_document import StatusDocument
 
     record = {"state": "READY", "heartbeat_epoch": NOW.timestamp() - age, "heartbeat_interval_seconds": interval,
               **({"clock_skew_seconds": skew} if skew is not None else {})}
     assert heartbeat_stale(record, NOW) is stale
-    assert is_stale(record, STALE_FLOOR_SECONDS, NOW) is stale
+    assert is_stale(heartbeat_of(record), STALE_FLOOR_SECONDS, NOW) is stale
+    driver = StatusDocument.parse({**record, "state": "RUNNING"})
+    assert is_stale(driver, STALE_FLOOR_SECONDS, NOW) is stale, "a driver's status with the same numbers"

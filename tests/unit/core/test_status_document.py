@@ -128,7 +128,7 @@ def test_live_and_final(case, raw, live, final):
 def test_the_heartbeat_age_agrees_with_the_liveness_rule():
     for raw in ({"state": "RUNNING", "heartbeat_epoch": NOW.timestamp() - 12},
                 {"state": "RUNNING", "heartbeat_epoch": "soon"}, {"state": "RUNNING"}):
-        assert StatusDocument.parse(raw).heartbeat_age(NOW) == liveness.heartbeat_age(raw, NOW)
+        assert StatusDocument.parse(raw).heartbeat_age(NOW) == liveness.heartbeat_age(StatusDocument.parse(raw), NOW)
 
 
 def test_the_document_is_frozen():

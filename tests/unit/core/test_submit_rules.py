@@ -6,14 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
-def status(state: str, beat_age: float = 1.0, started: datetime = NOW - timedelta(minutes=5)) -> dict:
-    return {"state": state, "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(), "pid": 42,
-            "started_at": started.isoformat()}
+def status(state: str, beat_age: float = 1.0, started: datetime = NOW - timedelta(minutes=5)
+           ) -> StatusDocument | None:
+    return StatusDocument.parse({"state": state, "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
+                                 "pid": 42, "started_at": started.isoformat()})
 
 
 def launched(ago: float, version: str = "1") -> dict:

@@ -6,15 +6,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.watchdog import Action, Policy, Progress, Restart, decide, track_progress
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 POLICY = Policy(stuck_after_seconds=300, max_restarts=3, window_seconds=3600, backoff_seconds=60)
 
 
-def status(state: str = "RUNNING", beat_age: float = 2.0, batch: int = 7, **more) -> dict:
-    return {"state": state, "last_batch_id": batch, "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
-            "heartbeat_interval_seconds": 5.0, **more}
+def status(state: str = "RUNNING", beat_age: float = 2.0, batch: int = 7, **more) -> StatusDocument | None:
+    return StatusDocument.parse({"state": state, "last_batch_id": batch,
+                                 "heartbeat_epoch": (NOW - timedelta(seconds=beat_age)).timestamp(),
+                                 "heartbeat_interval_seconds": 5.0, **more})
 
 
 def ago(seconds: float) -> datetime:
