@@ -73,6 +73,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: the rest keep their order
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, one broker for every worker: the controlling process starts it before the workers start
+    and hands it to them as KAFKA_BOOTSTRAP_SERVERS (they inherit the environment). A second broker would cost
+    its start and about 5% of a core for the whole run; every test makes its own topics and groups, so nothing
+    is shared by accident. A run of unit tests alone starts none."""
+    if hasattr(config, "workerinput") or os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return
+    if not getattr(config.option, "numprocesses", None) or not _may_run_integration_tests(config):
+        return
+    from airflow_kafka_stream.devstack.broker import start_local_broker
+
+    broker = start_local_broker()
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
+    config.add_cleanup(broker.stop)
+
+
+def _may_run_integration_tests(config: pytest.Config) -> bool:
+    """Whether the run's paths may hold integration tests (none given: the whole suite)."""
+    unit = ROOT / "tests" / "unit"
+    paths = [Path(arg.split("::", 1)[0]).resolve() for arg in config.args if not arg.startswith("-")]
+    return not paths or any(not path.is_relative_to(unit) for path in paths)
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
     """Bootstrap servers of a real broker: KAFKA_BOOTSTRAP_SERVERS, or a local Apache Kafka started for the run."""

@@ -36,15 +36,17 @@ def example_dag(name: str) -> Path:
 
 
 class Feeder(threading.Thread):
-    """Produces JSON events with unique ids, ten in one burst every two seconds (or every ``interval`` seconds),
+    """Produces JSON events with unique ids, ten in one burst every four seconds (or every ``interval`` seconds),
     until stopped; none while ``paused`` is set.
 
-    One burst every two seconds, not one a second: each burst is a micro-batch for every driver that reads the
-    topic (with Spark's default trigger), and on two cores shared by the whole suite a batch costs a third of a
-    CPU-second of the example pipeline's work; with two or three drivers running, bursts every second kept
-    nearly a core busy with batches."""
+    Each burst is a micro-batch for every driver that reads the topic (Spark's default trigger), and the suite's
+    two cores are what it runs on: measured with the tests' JVM options, a small batch of the example pipeline
+    costs its driver's JVM about 0.75 CPU-second (two Parquet writes and a dead-letter count), so a driver fed a
+    burst every two seconds kept 37% of a core busy (one record every two seconds, measured); every four
+    seconds halves that. A burst every four seconds still gives every health window (10 s) its batches and
+    every transition records in flight."""
 
-    def __init__(self, bootstrap: str, topic: str, interval: float = 2.0):
+    def __init__(self, bootstrap: str, topic: str, interval: float = 4.0):
         super().__init__(daemon=True)
         self.bootstrap, self.topic, self.sent, self.done = bootstrap, topic, 0, threading.Event()
         self.interval, self.paused = interval, threading.Event()
