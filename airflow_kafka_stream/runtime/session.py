@@ -5,14 +5,26 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 from airflow_kafka_stream.core.spark_settings import with_default_settings
+
+#: Where scripts/setup-jvm copies Spark's own Kafka connector (``jvm/spark-kafka/pom.xml``); this variable names
+#: another folder.
+SPARK_KAFKA_JARS_ENV = "AKS_SPARK_KAFKA_JARS"
+
+
+def spark_kafka_jars() -> list[str]:
+    """The jars of Spark's own Kafka connector (``format("kafka")``) installed beside this environment, or none."""
+    folder = Path(os.environ.get(SPARK_KAFKA_JARS_ENV) or Path(sys.prefix) / "jvm" / "spark-kafka")
+    return sorted(str(jar) for jar in folder.glob("*.jar")) if folder.is_dir() else []
 
 
 def local_session(app_name: str, warehouse: str | None = None, cores: str = "*", extra: dict | None = None):
     """Create (or get) a local-mode SparkSession that runs Python workers on this interpreter.
 
-    Registers the project's Kafka data source so ``format("kafka_stream")`` works.
+    Registers the project's Kafka data source so ``format("kafka_stream")`` works, and puts Spark's own
+    connector on the class path when it is installed (:func:`spark_kafka_jars`) so ``format("kafka")`` does too.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -29,7 +41,11 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
     )
     if warehouse:
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
-    for key, value in with_default_settings(dict(extra or {})).items():
+    settings = dict(extra or {})
+    connector = spark_kafka_jars()
+    if connector:
+        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *connector]))
+    for key, value in with_default_settings(settings).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
