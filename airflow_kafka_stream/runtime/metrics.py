@@ -11,7 +11,8 @@ An export runs in the SDK's own background thread (``PeriodicExportingMetricRead
 current values, so memory stays bounded). A failed export is logged once per interval and shown in the
 status (``metrics.failing``); the job never waits for it. A figure that cannot be read (a callback that
 raises, the savepoint listing failing) is left out of the export, logged once at warning and shown the same
-way until it reads again. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+way until it reads again. :class:`RuntimeMetrics` is a component of
+:class:`~airflow_kafka_stream.runtime.StreamRuntime`, built when settings were found.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from airflow_kafka_stream.runtime.metric_values import (
     metric_points,
     partition_lag,
 )
+from airflow_kafka_stream.runtime.run_state import RunState
 
 log = logging.getLogger(__name__)
 
@@ -277,41 +279,52 @@ class JobMetrics:
                 logging.getLogger(name).removeFilter(self.health)
 
 
+def metrics_settings(config, env: Mapping[str, str] | None = None) -> MetricsSettings | None:
+    """The job's metrics settings (refusing a malformed one, named); None when nothing is configured."""
+    return read_settings(os.environ if env is None else env, config.prometheus_port)
+
+
 class RuntimeMetrics:
-    """StreamRuntime's part: the settings checked at construction, the export from ``run`` to the end."""
+    """The runtime's metrics: the export from ``run`` to the end, fed by the status document and each batch.
 
-    metrics: JobMetrics | None = None
-    _metric_batch: BatchFigures | None = None
-    _savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
+    Made only when :func:`metrics_settings` found settings (read first, at the runtime's construction). It owns
+    the last batch's figures and the newest savepoint seen; it reads the last offsets from the shared
+    :class:`RunState`, the silence from the heartbeat and the watermarks from the time-lag sampler.
+    """
 
-    def _setup_metrics(self, env: Mapping[str, str] | None = None) -> None:
-        """Read the settings (refusing a malformed one, named); nothing starts yet."""
-        settings = read_settings(os.environ if env is None else env, self.config.prometheus_port)
-        if settings is not None:
-            self.metrics = JobMetrics(settings, job_attributes(self.config.job_name, self.config.app_version),
+    def __init__(self, settings: MetricsSettings, run: RunState, config, home, *,
+                 status: Callable[[], dict[str, Any]], silence: Callable[[], float], time_lag) -> None:
+        self.run = run
+        self.config = config
+        self.home = home
+        self._status = status
+        self._silence = silence
+        self.time_lag = time_lag
+        self._metric_batch: BatchFigures | None = None
+        self._savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
+        self.job_metrics = JobMetrics(settings, job_attributes(config.job_name, config.app_version),
                                       self._metric_points)
 
-    def _metrics_on_batch(self, progress) -> None:
-        if self.metrics is not None:
-            self._metric_batch = batch_figures(progress.batchId, progress.numInputRows or 0, progress.durationMs,
-                                               getattr(progress, "latest_offsets", None), progress.end_offsets)
+    def on_batch(self, progress) -> None:
+        self._metric_batch = batch_figures(progress.batchId, progress.numInputRows or 0, progress.durationMs,
+                                           getattr(progress, "latest_offsets", None), progress.end_offsets)
 
     def _metric_points(self) -> dict[str, list[Point]]:
-        age = time.monotonic() - self._last_beat_ok
+        age = self._silence()
         batch = self._metric_batch
         if batch is None or batch.lag_records is None:
             lag = self._watermark_lag()
             if lag is not None:
                 batch = (BatchFigures(-1, None, None, lag) if batch is None else
                          BatchFigures(batch.batch_id, batch.duration_seconds, batch.rows_per_second, lag))
-        return metric_points(self.status(), self.metrics.attributes, batch, age, self._newest_savepoint(),
+        return metric_points(self._status(), self.job_metrics.attributes, batch, age, self._newest_savepoint(),
                              time.time())
 
     def _watermark_lag(self) -> dict | None:
         """Records after the last committed offsets up to the high watermarks, per partition: the watermarks the
         time-lag sampler read at its last look (at most a heartbeat interval old), not a request of its own."""
-        with self._lock:
-            offsets = self._last_offsets
+        with self.run.lock:
+            offsets = self.run.last_offsets
         highs = self.time_lag.highs()
         if not offsets or not highs:
             return None
@@ -321,8 +334,8 @@ class RuntimeMetrics:
         """When the job's newest savepoint was taken (epoch), looked up once per export interval at most (a
         lookup that fails keeps the last one found and shows as failing)."""
         looked_at, epoch = self._savepoint_seen
-        if time.monotonic() - looked_at >= self.metrics.savepoint_lookup_seconds:
-            epoch = self.metrics.figures.read("savepoint.age", self._look_up_newest_savepoint, epoch)
+        if time.monotonic() - looked_at >= self.job_metrics.savepoint_lookup_seconds:
+            epoch = self.job_metrics.figures.read("savepoint.age", self._look_up_newest_savepoint, epoch)
             self._savepoint_seen = (time.monotonic(), epoch)
         return epoch
 

@@ -2,7 +2,9 @@
 
 The job's configuration becomes the source's options (with the drain handshake and start-offsets
 paths in the job home), and the job home's fsspec URL and storage options become the name and the
-settings Spark's Hadoop file systems use. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+settings Spark's Hadoop file systems use. A component of :class:`~airflow_kafka_stream.runtime.StreamRuntime`:
+it reads the generation, checkpoint and start offsets from the shared
+:class:`~airflow_kafka_stream.runtime.run_state.RunState` and writes the read placement and the binding file.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
+from airflow_kafka_stream.runtime.run_state import RunState
 from airflow_kafka_stream.source.binding import BINDING_OPTION, write_binding
 from airflow_kafka_stream.source.source_options import parse_source_options
 from airflow_kafka_stream.source.stream_reader import placement_of
@@ -20,26 +24,40 @@ log = logging.getLogger(__name__)
 
 
 class SourceSetup:
-    """StreamRuntime's source options, read_stream and checkpoint location."""
+    """The source's options, ``read_stream`` and the checkpoint's location for Spark.
+
+    ``prepare`` and ``generation`` are the runtime's: options for the run need the job taken (a standby's wait
+    for its go first).
+    """
+
+    def __init__(self, run: RunState, config, home, spark, standby, *,
+                 prepare: Callable[[], None], generation: Callable[[], int | None]) -> None:
+        self.run = run
+        self.config = config
+        self.home = home
+        self.spark = spark
+        self.standby = standby
+        self._prepare = prepare
+        self._generation = generation
 
     def source_options(self) -> dict[str, str]:
         """Options for the ``kafka_stream`` source, including the drain handshake path."""
-        self.prepare()
-        options = self._source_options(self.starting_offsets)
+        self._prepare()
+        options = self.options_for(self.run.starting_offsets)
         options["drainPath"] = self.home.control_url
         # The checkpoint keeps no record of where a fresh start began; the source writes it here.
-        options["startOffsetsPath"] = self.home.generation_start_url(self.generation)
+        options["startOffsetsPath"] = self.home.generation_start_url(self._generation())
         self._note_read_placement(options)
         return options
 
     def _note_read_placement(self, options: dict[str, str]) -> None:
         """Say once, in the log and the status, where this run reads its batches and why (readMode)."""
         placement = placement_of(parse_source_options(options)).to_dict()
-        if placement != self._read_placement:
-            self._read_placement = placement
+        if placement != self.run.read_placement:
+            self.run.read_placement = placement
             log.info("job %s: %s", self.config.job_name, placement["reason"])
 
-    def _source_options(self, starting_offsets: str) -> dict[str, str]:
+    def options_for(self, starting_offsets: str) -> dict[str, str]:
         options: dict[str, str] = {f"kafka.{k}": str(v) for k, v in self.config.client_config().items()}
         if self.config.topics:
             options["subscribe"] = ",".join(self.config.topics)
@@ -60,22 +78,22 @@ class SourceSetup:
         (``run``), and after the go starts that same query. Its options then come from a binding file
         (``source/binding.py``) that the runtime writes before each start.
         """
-        if self._standing_by():
-            options = self._source_options(self.config.starting_offsets)
-            self._binding_file = os.path.join(tempfile.mkdtemp(prefix="stream-binding-"), "binding.json")
-            write_binding(self._binding_file, options)
-            options[BINDING_OPTION] = self._binding_file
+        if self.standing_by():
+            options = self.options_for(self.config.starting_offsets)
+            self.run.binding_file = os.path.join(tempfile.mkdtemp(prefix="stream-binding-"), "binding.json")
+            write_binding(self.run.binding_file, options)
+            options[BINDING_OPTION] = self.run.binding_file
             return self.spark.readStream.format(SOURCE_FORMAT).options(**options).load()
         return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
 
-    def _standing_by(self) -> bool:
+    def standing_by(self) -> bool:
         """Whether this driver is a standby that has not taken the job yet."""
-        return self.standby is not None and not self.standby.went and not self._prepared
+        return self.standby is not None and not self.standby.went and not self.run.prepared
 
-    def _bind_for_run(self) -> None:
+    def bind_for_run(self) -> None:
         """Before the query built in standby starts for real: its options for the job's generation."""
-        if self._binding_file is not None:
-            write_binding(self._binding_file, self.source_options())
+        if self.run.binding_file is not None:
+            write_binding(self.run.binding_file, self.source_options())
 
     def spark_checkpoint_location(self, location: str | None = None) -> str:
         """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.
@@ -85,10 +103,10 @@ class SourceSetup:
         """
         from airflow_kafka_stream.core.cluster import spark_url
 
-        self._set_hadoop_settings()
-        return spark_url(str(location or self.checkpoint_location), self.config.storage_options)
+        self.set_hadoop_settings()
+        return spark_url(str(location or self.run.checkpoint_location), self.config.storage_options)
 
-    def _set_hadoop_settings(self) -> None:
+    def set_hadoop_settings(self) -> None:
         """The job home's storage options as the Hadoop settings of Spark's file systems."""
         from airflow_kafka_stream.core.cluster import hadoop_settings
 

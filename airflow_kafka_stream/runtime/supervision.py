@@ -3,7 +3,10 @@
 The loop watches the query, the fence, SIGTERM and ``control/stop``: a request drains the query (the
 source plans nothing new, the running batch commits; drained once the source says so or Spark is found
 between triggers with nothing in flight), a withdrawn one returns to RUNNING, a kill
-request or a second SIGTERM stops at once. Part of :class:`~airflow_kafka_stream.runtime.StreamRuntime`.
+request or a second SIGTERM stops at once. A component of :class:`~airflow_kafka_stream.runtime.StreamRuntime`:
+it reads and writes the shared :class:`~airflow_kafka_stream.runtime.run_state.RunState`, changes the state and
+fences through the :class:`~airflow_kafka_stream.runtime.heartbeat.Heartbeat`, and records a batch found in the
+checkpoint through the ``record_batch`` it is given.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -21,7 +25,9 @@ from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import to_nested
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import utc_now
+from airflow_kafka_stream.runtime.heartbeat import Heartbeat
 from airflow_kafka_stream.runtime.progress import offsets_equal
+from airflow_kafka_stream.runtime.run_state import RunState
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL
 
@@ -35,19 +41,35 @@ DRAIN_POLL_SECONDS = 0.05
 
 
 class Supervision:
-    """StreamRuntime's watch over its query until it ends, and the drain's bookkeeping."""
+    """The watch over the run's query until it ends, and the drain's bookkeeping.
 
-    def _supervise(self) -> bool:
+    It owns SIGTERM's count, the last stop request read and the one-time warning of :meth:`_between_batches`.
+    """
+
+    def __init__(self, run: RunState, config, home, heartbeat: Heartbeat,
+                 record_batch: Callable[..., None]) -> None:
+        self.run = run
+        self.config = config
+        self.home = home
+        self.heartbeat = heartbeat
+        #: ``record_batch(batch_id, offsets, records=, counted=)``: the runtime's bookkeeping of a committed batch.
+        self._record_batch = record_batch
+        self._signalled = 0
+        self._last_request: dict[str, Any] | None = None
+        self._between_batches_failed = False  # warned once that the drain could not read the checkpoint
+
+    def supervise(self) -> bool:
         """Watch the query and the stop request; True when it stopped because it was asked to."""
-        query = self._query
+        run = self.run
+        query = run.query
         draining_since: float | None = None
         while query.isActive:
-            silent = time.monotonic() - self._last_beat_ok
-            if self._fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
-                self._fence(silent, "the status write has not returned")  # a hung write fails nothing
-            if self._fence_reason is not None:
+            silent = self.heartbeat.silence()
+            if run.fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
+                self.heartbeat.fence(silent, "the status write has not returned")  # a hung write fails nothing
+            if run.fence_reason is not None:
                 query.stop()  # usually done already by the heartbeat thread
-                raise JobStateError(self._fence_reason)
+                raise JobStateError(run.fence_reason)
             if self._signalled > 1:
                 self._stop_now("a second SIGTERM")
                 return True
@@ -57,8 +79,8 @@ class Supervision:
                 return True
             if draining_since is None and request is not None:
                 draining_since = time.monotonic()
-                self._set_state(JobState.DRAINING)
-                log.info("job %s: stop requested by %s, draining", self.config.job_name, self._stop_requested_by)
+                self.heartbeat.set_state(JobState.DRAINING)
+                log.info("job %s: stop requested by %s, draining", self.config.job_name, run.stop_requested_by)
             elif draining_since is not None and request is None:
                 draining_since = None
                 self._withdrawn()
@@ -76,8 +98,8 @@ class Supervision:
                 query.awaitTermination(poll)
             except StreamingQueryException:
                 pass  # the query failed: reported below from query.exception()
-        if self._fence_reason is not None:
-            raise JobStateError(self._fence_reason)
+        if run.fence_reason is not None:
+            raise JobStateError(run.fence_reason)
         exc = query.exception()
         if exc is not None:
             raise RuntimeError(f"the streaming query failed: {exc}")
@@ -86,37 +108,37 @@ class Supervision:
     def _stop_now(self, why: str) -> None:
         """Stop the query without draining: Spark cancels the running batch and re-runs it on restart."""
         log.warning("job %s: %s: stopping now without draining", self.config.job_name, why)
-        self._query.stop()
+        self.run.query.stop()
         # Ask the checkpoint after the stop: a batch may have started or finished meanwhile.
         position = self._position_or_unknown()
         committed = position.batch_id if position is not None else None
         in_flight = position is not None and position.in_flight_batch_id is not None
-        self._note = (f"stopped at once on {why}: batch {committed + 1 if committed is not None else 0} was "
+        self.run.note = (f"stopped at once on {why}: batch {committed + 1 if committed is not None else 0} was "
                       "cancelled; Spark re-runs it on restart" if in_flight else
                       f"stopped at once on {why}; no batch was in flight")
 
     def _position_or_unknown(self) -> CheckpointPosition | None:
         try:
-            return read_started_position(self.checkpoint_location, self.config.storage_options)
+            return read_started_position(self.run.checkpoint_location, self.config.storage_options)
         except Exception as exc:  # noqa: BLE001 - only used for the note
-            log.warning("could not read the position of %s: %s", self.checkpoint_location, exc)
+            log.warning("could not read the position of %s: %s", self.run.checkpoint_location, exc)
             return None
 
     def _withdrawn(self) -> None:
         """The stop request was withdrawn before the drain ended: plan new data again."""
         log.info("job %s: the stop request was withdrawn, running again", self.config.job_name)
         self.home.clear_drained()  # the source's old answer must not end a later drain early
-        with self._lock:
-            self._stop_requested_at = self._stop_requested_by = None
-            self._drain_overdue = False
-        self._set_state(JobState.RUNNING)
+        with self.run.lock:
+            self.run.stop_requested_at = self.run.stop_requested_by = None
+            self.run.drain_overdue = False
+        self.heartbeat.set_state(JobState.RUNNING)
 
     def _check_drain_overdue(self, draining_since: float) -> None:
-        if self._drain_overdue or time.monotonic() - draining_since <= self.config.drain_timeout_seconds:
+        if self.run.drain_overdue or time.monotonic() - draining_since <= self.config.drain_timeout_seconds:
             return
-        with self._lock:
-            self._drain_overdue = True
-        self._wake_status.set()
+        with self.run.lock:
+            self.run.drain_overdue = True
+        self.run.wake_status.set()
         log.warning("job %s: still draining %.0fs after the stop request: the running batch has not finished. "
                     "The job keeps draining; withdraw the request to keep it running, or stop it with "
                     "on_timeout kill", self.config.job_name, self.config.drain_timeout_seconds)
@@ -133,9 +155,10 @@ class Supervision:
         self._last_request = request
         if request is None:
             return None
-        with self._lock:
-            self._stop_requested_at = request.get("requested_at") or self._stop_requested_at or utc_now().isoformat()
-            self._stop_requested_by = request.get("by") or "unknown"
+        run = self.run
+        with run.lock:
+            run.stop_requested_at = request.get("requested_at") or run.stop_requested_at or utc_now().isoformat()
+            run.stop_requested_by = request.get("by") or "unknown"
         return request
 
     def _drained(self) -> bool:
@@ -143,12 +166,12 @@ class Supervision:
         drained = self.home.drained()  # None while being written where rename is not atomic: look again
         if not drained or "offsets" not in drained:
             return False
-        with self._lock:
-            last = self._last_offsets
+        with self.run.lock:
+            last = self.run.last_offsets
         if last is not None and offsets_equal(to_nested(last), drained["offsets"]):
             return True
         # The listener may lag behind Spark, or no batch ran in this run: ask the checkpoint.
-        position = read_started_position(self.checkpoint_location, self.config.storage_options)
+        position = read_started_position(self.run.checkpoint_location, self.config.storage_options)
         if position is not None and position.in_flight_batch_id is not None:
             return False
         if position is None or position.batch_id is None:
@@ -169,9 +192,9 @@ class Supervision:
         a trigger interval later (measured: 0.4-0.5 s of an upgrade's downtime with a 1 s trigger).
         """
         try:
-            if self._query.status.get("isTriggerActive", True):
+            if self.run.query.status.get("isTriggerActive", True):
                 return False
-            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+            position = read_started_position(self.run.checkpoint_location, self.config.storage_options)
         except Exception as exc:  # noqa: BLE001 - the source's answer still ends the drain
             # Looked every 50 ms while draining: said once at warning, not on every look.
             if not self._between_batches_failed:
@@ -181,14 +204,14 @@ class Supervision:
             return False
         return position is None or position.in_flight_batch_id is None
 
-    def _catch_up_with_checkpoint(self) -> None:
+    def catch_up_with_checkpoint(self) -> None:
         """Progress events arrive asynchronously and may trail the query's end: the checkpoint is the truth."""
         try:
-            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+            position = read_started_position(self.run.checkpoint_location, self.config.storage_options)
             committed = position.batch_id if position is not None else None
             offsets = position.committed_kafka_offsets() if position is not None else None
         except Exception as exc:  # noqa: BLE001 - the status keeps what the listener saw
-            log.warning("could not read the final position of %s: %s", self.checkpoint_location, exc)
+            log.warning("could not read the final position of %s: %s", self.run.checkpoint_location, exc)
             return
         deadline = time.monotonic() + PROGRESS_GRACE_SECONDS
         while self._listener_behind(committed) and time.monotonic() < deadline:
@@ -197,10 +220,11 @@ class Supervision:
             self._record_batch(committed, offsets, records=0, counted=False)
 
     def _listener_behind(self, committed: int | None) -> bool:
-        with self._lock:
-            return committed is not None and (self._last_batch_id is None or committed > self._last_batch_id)
+        with self.run.lock:
+            last = self.run.last_batch_id
+            return committed is not None and (last is None or committed > last)
 
-    def _install_sigterm_handler(self):
+    def install_sigterm_handler(self):
         if threading.current_thread() is not threading.main_thread():
             return None
 
@@ -209,6 +233,6 @@ class Supervision:
 
         return signal.signal(signal.SIGTERM, on_sigterm)
 
-    def _restore_sigterm_handler(self, previous) -> None:
+    def restore_sigterm_handler(self, previous) -> None:
         if previous is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)

@@ -2,8 +2,11 @@
 
 Under the job lock it refuses a second live driver, picks the checkpoint generation and where it
 starts, finishes an interrupted offset reset, records ``job.json`` and writes the first STARTING
-heartbeat; a standby first warms up and waits for its go. Part of
-:class:`~airflow_kafka_stream.runtime.StreamRuntime`, whose state it uses.
+heartbeat; a standby first warms up and waits for its go. A component of
+:class:`~airflow_kafka_stream.runtime.StreamRuntime`: it writes the generation, checkpoint, start offsets,
+start time and last batch of the shared :class:`~airflow_kafka_stream.runtime.run_state.RunState`, and uses the
+:class:`~airflow_kafka_stream.runtime.source_setup.SourceSetup` (options, checkpoint name) and the
+:class:`~airflow_kafka_stream.runtime.heartbeat.Heartbeat` (first status, the heartbeat thread) it is given.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +29,10 @@ from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
+from airflow_kafka_stream.runtime.heartbeat import Heartbeat
 from airflow_kafka_stream.runtime.listener import BatchListener
+from airflow_kafka_stream.runtime.run_state import RunState
+from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import rehearse
 from airflow_kafka_stream.source.binding import answered, write_cancelled, write_waiting
 from airflow_kafka_stream.storage import layout
@@ -62,7 +67,25 @@ class RehearsalRefused(JobStateError):
 
 
 class Takeover:
-    """StreamRuntime's start: prepare (stand by if a standby), then take the job under its lock."""
+    """The run's start: prepare (stand by if a standby), then take the job under its lock.
+
+    It owns a standby's query started ahead of its go. ``on_batch`` is the runtime's progress handler (a
+    listener is made once before the go so that its py4j classes are loaded).
+    """
+
+    def __init__(self, run: RunState, config, home, spark, standby, *, source: SourceSetup, heartbeat: Heartbeat,
+                 committer, on_batch: Callable[[Any], None]) -> None:
+        self.run = run
+        self.config = config
+        self.home = home
+        self.spark = spark
+        self.standby = standby
+        self.source = source
+        self.heartbeat = heartbeat
+        self.committer = committer
+        self._on_batch = on_batch
+        #: A standby's query started before its go, waiting in its source (see :meth:`start_ahead`).
+        self._ahead: StartedAhead | None = None
 
     def prepare(self, warm_up: Callable[[], None] | None = None) -> None:
         """Pick (or create) the checkpoint generation, clear stale requests, start the heartbeat.
@@ -70,12 +93,12 @@ class Takeover:
         A standby first waits for its go (warmed up by ``warm_up``, by default the source's rehearsal,
         touching nothing of the running job).
         """
-        if self._prepared:
+        if self.run.prepared:
             return
         standby = self.standby
         if standby is not None and not standby.went:
-            standby.stand_by(warm_up or self._warm_up)
-            self._started_at = utc_now()  # this driver's run as the job's driver starts now
+            standby.stand_by(warm_up or self.warm_up)
+            self.run.started_at = utc_now()  # this driver's run as the job's driver starts now
         try:
             self._take_job()
         except BaseException as exc:
@@ -85,19 +108,19 @@ class Takeover:
         if standby is not None:
             standby.took_over()
 
-    def _warm_up(self) -> None:
+    def warm_up(self) -> None:
         """A standby's work before READY when its job reads what it may know only after the go (its generation)
         before it builds its query: what takes time and touches nothing of the running job.
 
         The job home and its savepoints are read (a restore will need them), and the source runs once
         with the job's options into a scratch folder (see :func:`~airflow_kafka_stream.runtime.standby.rehearse`).
-        The full rehearsal of the job's own query is :meth:`_rehearse_query`.
+        The full rehearsal of the job's own query is :meth:`rehearse_query`.
         """
         self._read_home()
         self.standby.note_rehearsal({"verdict": "not rehearsed", "reason": (
             "the job read runtime.generation (or the source options) before it built its query, so its standby "
             "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
-        options = self._source_options(self.config.starting_offsets)
+        options = self.source.options_for(self.config.starting_offsets)
         running = self.home.status_document()
         seconds = rehearse(self.spark, SOURCE_FORMAT, options, running.last_offsets if running else None)
         log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
@@ -108,7 +131,7 @@ class Takeover:
         if self.home.fs.exists(self.home.p(*layout.SAVEPOINTS)):
             self.home.fs.ls(self.home.p(*layout.SAVEPOINTS))
 
-    def _rehearse_query(self, writer, rehearsal_sink) -> None:
+    def rehearse_query(self, writer, rehearsal_sink) -> None:
         """A standby's work before READY: the job's own query rehearsed on a private copy of its state
         (``runtime/rehearsal.py``); raises RehearsalRefused when the verdict does not let this upgrade go on."""
         from airflow_kafka_stream.core.cluster import spark_url
@@ -121,11 +144,11 @@ class Takeover:
         if generation is None:
             result = RehearsalResult.of({"verdict": "not rehearsed", "reason": "the job has no checkpoint yet"})
         else:
-            self._set_hadoop_settings()
+            self.source.set_hadoop_settings()
             setup = RehearsalSetup(
                 home=self.home, token=self.standby.token, checkpoint_url=self.home.checkpoint_url(generation),
-                binding_file=self._binding_file,
-                options=self._source_options(self.config.starting_offsets), drop_state=bool(asked.get("drop_state")),
+                binding_file=self.run.binding_file,
+                options=self.source.options_for(self.config.starting_offsets), drop_state=bool(asked.get("drop_state")),
                 timeout_seconds=float(asked.get("timeout_seconds") or 300.0), sink=rehearsal_sink,
                 spark_url=lambda url: spark_url(url, self.config.storage_options))
             result = rehearse(self.spark, writer, setup)
@@ -136,7 +159,7 @@ class Takeover:
                                    f"{result.verdict}: {result.reason}")
         BatchListener(self._on_batch)  # the listener's py4j classes
 
-    def _start_ahead(self, writer) -> None:
+    def start_ahead(self, writer) -> None:
         """Start the job's query before the go on the current generation's checkpoint, its source waiting for its
         binding (``source/binding.py``): Spark's query start, the Python process serving the source and this
         package's imports are then done while the old version still runs, instead of after the go (measured:
@@ -144,16 +167,16 @@ class Takeover:
         that cannot start leaves the usual start after the go; one that starts must have its source answer
         (:meth:`_await_source_answer`) before the standby may report READY."""
         generation = self.home.current_generation()
-        if generation is None or self._binding_file is None:
+        if generation is None or self.run.binding_file is None:
             return
-        location = self.spark_checkpoint_location(self.home.checkpoint_url(generation))
-        write_waiting(self._binding_file, self.config.standby_max_wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)
+        location = self.source.spark_checkpoint_location(self.home.checkpoint_url(generation))
+        write_waiting(self.run.binding_file, self.config.standby_max_wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)
         try:
             query = writer.option("checkpointLocation", location).start()
         except Exception as exc:  # noqa: BLE001 - the go then starts the query as without a start ahead
             log.warning("job %s: could not start the query ahead of the go (%s); it starts after the go",
                         self.config.job_name, exc)
-            self._bind_for_run()
+            self.source.bind_for_run()
             return
         self._ahead = StartedAhead(query, location)
         self._await_source_answer(query)
@@ -166,7 +189,7 @@ class Takeover:
         ends before the old version is stopped) when the query ends first or no answer comes in time."""
         timeout = self.config.standby_source_answer_seconds
         deadline = time.monotonic() + timeout
-        while answered(self._binding_file) is None:
+        while answered(self.run.binding_file) is None:
             if not query.isActive:
                 raise JobStateError(f"the query the standby started ahead of its go ended before its source came "
                                     f"up: {query.exception() or 'no error given'}")
@@ -179,15 +202,15 @@ class Takeover:
                     "more time")
             time.sleep(ANSWER_POLL_SECONDS)
 
-    def _adopt_ahead(self):
+    def adopt_ahead(self):
         """After the take: the query started ahead, now bound to this run's options, when it waits on the
         checkpoint the take chose; None (the query is let go) otherwise, and the caller starts one."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return None
-        location = self.spark_checkpoint_location()
+        location = self.source.spark_checkpoint_location()
         if ahead.location == location and ahead.query.isActive:
-            self._bind_for_run()
+            self.source.bind_for_run()
             if self.standby is not None:
                 self.standby.note_started_ahead()
             return ahead.query
@@ -196,14 +219,14 @@ class Takeover:
         self._let_go(ahead)
         return None
 
-    def _cancel_ahead(self) -> None:
+    def cancel_ahead(self) -> None:
         """The standby did not take the job: let the query started ahead go."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             self._let_go(ahead)
 
     def _let_go(self, ahead: StartedAhead) -> None:
-        write_cancelled(self._binding_file)  # its source raises rather than read with options of no run
+        write_cancelled(self.run.binding_file)  # its source raises rather than read with options of no run
         try:
             ahead.query.stop()
         except Exception as exc:  # noqa: BLE001 - it read and wrote nothing; only its process lingers
@@ -218,29 +241,28 @@ class Takeover:
         with recorded_operation(self.home, "start", args, by=f"driver {socket.gethostname()}:{os.getpid()}",
                                 existing_home=False, lock_wait_seconds=START_LOCK_WAIT_SECONDS) as record:
             self._refuse_second_driver()
-            self.generation, self.starting_offsets = self._choose_generation()
-            self.checkpoint_location = self.home.checkpoint_url(self.generation)
-            if recover_incomplete_append(self.checkpoint_location, self.config.storage_options):
+            run = self.run
+            run.generation, run.starting_offsets = self._choose_generation()
+            run.checkpoint_location = self.home.checkpoint_url(run.generation)
+            if recover_incomplete_append(run.checkpoint_location, self.config.storage_options):
                 log.warning("job %s: completed or rolled back an interrupted offset reset before starting",
                             self.config.job_name)
-            position = read_started_position(self.checkpoint_location, self.config.storage_options)
+            position = read_started_position(run.checkpoint_location, self.config.storage_options)
             committed = position.batch_id if position is not None else None
             offsets = position.committed_kafka_offsets() if position is not None else None
             self._record_submission()
-            self._last_batch_id, self._last_offsets = committed, offsets
+            run.last_batch_id, run.last_offsets = committed, offsets
             self._clear_stale_control_files()
-            self._write_status()
-            record["after"] = {"generation": self.generation, "batch_id": committed,
-                               "starting_offsets": self.starting_offsets if committed is None else None}
-        log.info("job %s: generation %04d at %s, %s", self.config.job_name, self.generation,
-                 self.checkpoint_location,
-                 f"resuming after batch {committed}" if committed is not None else f"starting at {self.starting_offsets}")
+            self.heartbeat.write_status()
+            record["after"] = {"generation": run.generation, "batch_id": committed,
+                               "starting_offsets": run.starting_offsets if committed is None else None}
+        log.info("job %s: generation %04d at %s, %s", self.config.job_name, run.generation,
+                 run.checkpoint_location,
+                 f"resuming after batch {committed}" if committed is not None else f"starting at {run.starting_offsets}")
         self.committer.start()
-        self._last_beat_ok = time.monotonic()
-        self._status_thread = threading.Thread(target=self._heartbeat_loop, name="status-heartbeat", daemon=True)
-        self._status_thread.start()
+        self.heartbeat.start()
         # Set only now: a start refused or failed above is done again in full when retried.
-        self._prepared = True
+        run.prepared = True
 
     def _await_go_release(self) -> None:
         """A standby sees its go while the upgrade's go operation still holds the job lock (its history record is
@@ -253,7 +275,7 @@ class Takeover:
         while time.monotonic() < deadline and (self.home.read_lock() or {}).get("operation") == "standby-go":
             time.sleep(GO_RELEASE_POLL_SECONDS)
 
-    def _query_started(self) -> None:
+    def query_started(self) -> None:
         """A standby's query now runs as the job's: its record says when (a part of the handover's downtime)."""
         if self.standby is None or not self.standby.went:
             return

@@ -13,6 +13,7 @@ import time
 from types import SimpleNamespace
 
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat
+from airflow_kafka_stream.runtime.run_state import RunState
 
 INTERVAL = 0.4
 
@@ -21,31 +22,28 @@ class SlowBeats(Heartbeat):
     """A heartbeat whose status write takes ``write_seconds``; it records when each write ended."""
 
     def __init__(self, write_seconds: float) -> None:
-        self.config = SimpleNamespace(heartbeat_seconds=INTERVAL, job_name="job")
-        self._closing, self._wake_status, self._lock = threading.Event(), threading.Event(), threading.Lock()
-        self._last_offsets = None
-        self.time_lag = SimpleNamespace(poke=lambda _offsets: None)
-        self.skipped = SimpleNamespace(collect=lambda: 0)
-        self._last_beat_ok = time.monotonic()
-        self._state, self._written_state, self._beat_times = "RUNNING", None, (0.0, 0.0)
+        super().__init__(RunState(state="RUNNING"), SimpleNamespace(heartbeat_seconds=INTERVAL, job_name="job"),
+                         home=None, committer=None, skipped=SimpleNamespace(collect=lambda: 0),
+                         time_lag=SimpleNamespace(poke=lambda _offsets: None), metrics=lambda: None,
+                         generation=lambda: None)
         self.write_seconds, self.written, self.beats, self.fenced = write_seconds, [], [], []
 
-    def _write_status(self, *, beat: bool = False) -> str:
+    def write_status(self, *, beat: bool = False) -> str:
         time.sleep(self.write_seconds)
         self.written.append(time.monotonic())
         self.beats.append(beat)
         self._beat_times = (0.0, self.write_seconds)
-        return self._state
+        return self.run.state
 
-    def _fence(self, silent: float, cause: str) -> None:
+    def fence(self, silent: float, cause: str) -> None:
         self.fenced.append((silent, cause))
 
     def run_for(self, seconds: float) -> list[float]:
         thread = threading.Thread(target=self._heartbeat_loop, daemon=True)
         thread.start()
         time.sleep(seconds)
-        self._closing.set()
-        self._wake_status.set()
+        self.run.closing.set()
+        self.run.wake_status.set()
         thread.join(5)
         return [b - a for a, b in zip(self.written, self.written[1:], strict=False)]
 

@@ -1,0 +1,65 @@
+"""The one run's state that more than one of the runtime's components reads or writes.
+
+:class:`~airflow_kafka_stream.runtime.StreamRuntime` makes one :class:`RunState` and hands it to its
+components (``takeover``, ``source_setup``, ``supervision``, ``heartbeat``, ``metrics``); what only one
+component needs stays in that component. Fields read together with others (the figures of the status
+document) are read and written under :attr:`RunState.lock`; the events wake and end the heartbeat.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.offsets import PartitionOffsets
+from airflow_kafka_stream.runtime.config import utc_now
+
+#: Lag samples kept in the status file (one per batch of this run; a few KB).
+LAG_SAMPLES = 120
+
+
+@dataclass(eq=False)
+class RunState:
+    """What the runtime's components share about this run (one instance per :class:`StreamRuntime`)."""
+
+    #: Guards the figures below that the status document reads together (state, counters, last batch, ...).
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    state: str = JobState.STARTING
+    started_at: datetime = field(default_factory=utc_now)
+    stopped_at: datetime | None = None
+    error: str | None = None
+    note: str | None = None
+    #: The running query, and its (id, runId) read once when it started.
+    query: Any = None
+    query_ids: tuple[str | None, str | None] = (None, None)
+    batches: int = 0
+    records: int = 0
+    last_batch_id: int | None = None
+    last_offsets: PartitionOffsets | None = None
+    dead_letters: int = 0
+    #: Where this run reads its batches and why (the source's readMode), said once.
+    read_placement: dict[str, Any] | None = None
+    #: [epoch, batch id, records waiting when it was planned] of the newest batches: the job page's lag plot.
+    lag_samples: deque[list] = field(default_factory=lambda: deque(maxlen=LAG_SAMPLES))
+    stop_requested_at: str | None = None
+    stop_requested_by: str | None = None
+    drain_overdue: bool = False
+    #: Set when the driver fenced itself (its heartbeat could not be written): why, as the run's error.
+    fence_reason: str | None = None
+    #: Set once the job was taken (a start refused or failed is done again in full when retried).
+    prepared: bool = False
+    #: True while a standby rehearses the job's query (``generation`` then reads 0).
+    rehearsing: bool = False
+    generation: int | None = None
+    checkpoint_location: str | None = None
+    starting_offsets: str = ""
+    #: A standby's binding file: the options of the query it built before its go (``source/binding.py``).
+    binding_file: str | None = None
+    #: Wakes the heartbeat for an early status write (a batch, a state change).
+    wake_status: threading.Event = field(default_factory=threading.Event)
+    #: Set at the end of the run: the heartbeat thread stops.
+    closing: threading.Event = field(default_factory=threading.Event)
