@@ -28,10 +28,14 @@ built (after ``read_stream``) as FAILED instead of leaving a STARTING heartbeat:
         result = runtime.run(writer)
     sys.exit(result.exit_code)
 
-This module is the runtime's facade: the run itself (start the query, record batches, finish). Its
-other parts are mixed in from modules named for what they do: ``takeover`` (the start protocol),
-``source_setup`` (source options, the checkpoint's Hadoop name), ``supervision`` (stop requests and
-the drain) and ``heartbeat`` (status, heartbeat, fencing); ``config`` holds :class:`StreamConfig`.
+This module is the runtime's facade: it makes the run's shared state (:class:`~airflow_kafka_stream.runtime.
+run_state.RunState`), composes the components that receive it (or what little they need) in their constructors,
+and does the run itself (start the query, record batches, finish). The components, in modules named for what they
+do: ``takeover`` (:class:`Takeover`, the start protocol), ``source_setup`` (:class:`SourceSetup`, source options,
+the checkpoint's Hadoop name), ``supervision`` (:class:`Supervision`, stop requests and the drain), ``heartbeat``
+(:class:`Heartbeat`, status, heartbeat, fencing) and ``metrics`` (:class:`RuntimeMetrics`, made only when metrics
+are configured); they call one another only through the references given to them. ``config`` holds
+:class:`StreamConfig`; docs/architecture.md has a table of who owns and reads what.
 """
 
 from __future__ import annotations
