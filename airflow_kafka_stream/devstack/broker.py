@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -26,6 +25,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.runtime.session import jvm_jars_folder
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def free_port() -> int:
 
 def broker_jars() -> Path:
     """The folder of the broker's jars, or an error that says how to get them."""
-    folder = Path(os.environ.get(JARS_ENV) or Path(sys.prefix) / "jvm" / "kafka-broker")
+    folder = jvm_jars_folder("kafka-broker", JARS_ENV)
     if not any(folder.glob("kafka_2.13-*.jar")):
         raise StreamError(f"the local Kafka broker's jars are not in {folder}: run scripts/setup-jvm (it copies "
                           f"them with mvn, pinned by jvm/kafka-broker/pom.xml), or set {JARS_ENV} to their folder")

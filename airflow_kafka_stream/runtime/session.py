@@ -14,9 +14,15 @@ from airflow_kafka_stream.core.spark_settings import with_default_settings
 SPARK_KAFKA_JARS_ENV = "AKS_SPARK_KAFKA_JARS"
 
 
+def jvm_jars_folder(pom: str, env_var: str) -> Path:
+    """Where scripts/setup-jvm copies the jars that ``jvm/<pom>/pom.xml`` pins (``<environment>/jvm/<pom>``), or
+    the folder the environment variable ``env_var`` names instead."""
+    return Path(os.environ.get(env_var) or Path(sys.prefix) / "jvm" / pom)
+
+
 def spark_kafka_jars() -> list[str]:
     """The jars of Spark's own Kafka connector (``format("kafka")``) installed beside this environment, or none."""
-    folder = Path(os.environ.get(SPARK_KAFKA_JARS_ENV) or Path(sys.prefix) / "jvm" / "spark-kafka")
+    folder = jvm_jars_folder("spark-kafka", SPARK_KAFKA_JARS_ENV)
     return sorted(str(jar) for jar in folder.glob("*.jar")) if folder.is_dir() else []
 
 
