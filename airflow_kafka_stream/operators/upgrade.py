@@ -49,17 +49,17 @@ from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.upgrade import pin_reason
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
+from airflow_kafka_stream.ops.upgrade_phases import FORWARD, ROLLBACK, UpgradePhase
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
-STANDBY, STOP, RESTORE, SUBMIT, HEALTH = ("start_standby", "stop_with_savepoint", "restore_without_state",
-                                         "submit_new_version", "health_gate")
+# Task ids are the phases' own names (ops.upgrade_phases): the grid shows the phases the command line announces.
+STANDBY, STOP, RESTORE, SUBMIT, HEALTH = (phase.value for phase in FORWARD)
+ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = (phase.value for phase in ROLLBACK)
 #: How often the group's sensors and waits look, unless told: a task's look costs more than a loop's in one
 #: process (a poke, a trigger's wake-up), so less often than the command line's ``UPGRADE.poll_seconds``. The
 #: stop looks more often still where each look's delay is downtime (``stop_poll_seconds``).
 TASK_POLL_SECONDS = 5.0
-ROLLBACK_STOP, ROLLBACK_RESTORE, ROLLBACK_SUBMIT = ("rollback_stop_new_version", "rollback_restore_savepoint",
-                                                    "rollback_submit_previous_version")
 
 
 def stop_result_of(xcom: Mapping[str, Any] | None) -> StopResult | None:
@@ -211,7 +211,7 @@ def stream_upgrade_task_group(
             newer_than=f"{{{{ ti.xcom_pull(task_ids='{group_id}.{SUBMIT}', key='submit')['submitted_at'] }}}}",
             poke_interval=poll_seconds, timeout_seconds=health_timeout_seconds, deferrable=deferrable, mode="poke", **common)
         submit >> health
-        outcome = UpgradeOutcomeOperator(task_id="outcome", new_version=new_version, group_id=group_id,
+        outcome = UpgradeOutcomeOperator(task_id=UpgradePhase.OUTCOME.value, new_version=new_version, group_id=group_id,
                                          rollback=rollback, trigger_rule=TriggerRule.ALL_DONE, **common)
         health >> outcome
         if rollback is not False:

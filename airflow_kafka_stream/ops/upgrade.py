@@ -1,7 +1,7 @@
 """Upgrade a streaming job with a health gate and a rollback: the decisions, and the whole run for a terminal.
 
-observe → decide → act, one step after the other; the Airflow task group (``operators.upgrade``) runs the
-same steps as tasks, and its ``outcome`` task asks :func:`decide_outcome`, so a DAG and the command line
+observe → decide → act, one phase after the other in the order of ``ops.upgrade_phases.UpgradePhase``; the
+Airflow task group (``operators.upgrade``) runs the same phases as tasks named for them, and its ``outcome`` task asks :func:`decide_outcome`, so a DAG and the command line
 reach the same outcome and write the same history records:
 
 0. With ``standby`` (default) and a running job, the new version comes up beside the old one as a warm
@@ -49,6 +49,7 @@ from airflow_kafka_stream.ops.standby import (
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, look_started, replay, submit
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions, stop_poll_seconds
+from airflow_kafka_stream.ops.upgrade_phases import UpgradePhase
 from airflow_kafka_stream.ops.watch import wait
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -132,17 +133,21 @@ def decide_outcome(home: JobHome, new_version: str, stopped: StopResult | None,
 
 def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Mapping[str, Any],
             options: UpgradeOptions | None = None, *, secrets: list[str] | None = None, by: str | None = None,
-            say: Callable[[str], None] = log.info) -> UpgradeOutcome:
-    """The whole upgrade in this process (the command line's driver); ``say`` hears each step as it starts."""
+            say: Callable[[str], None] = log.info,
+            enter: Callable[[UpgradePhase], None] = lambda phase: None) -> UpgradeOutcome:
+    """The whole upgrade in this process (the command line's driver), phase by phase in the order of
+    ``ops.upgrade_phases``: ``enter`` hears each phase as it begins, ``say`` each step in words."""
     options = options or UpgradeOptions()
     home.require()
     handle: StandbyHandle | None = None
     stopped: StopResult | None = None
     try:
         if options.standby:
+            enter(UpgradePhase.STANDBY)
             handle = start_standby(home, new, launcher, options, by=by, say=say)
         if handle is not None:
             wait_ready(home, handle, options.standby_ready_timeout_seconds, options.poll_seconds, secrets, by=by)
+        enter(UpgradePhase.STOP)
         say("stopping the running version with a savepoint")
         stopped = stop_job(home, options.stop_timeout_seconds, savepoint=True,
                            poll=stop_poll_seconds(options.poll_seconds, standby=handle is not None),
@@ -150,10 +155,11 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     except StreamError:
         end_unused_standby(home, handle)
         raise
-    healthy = _start_and_gate(home, new, launcher, kafka_config, options, stopped, handle, secrets, by, say)
+    healthy = _start_and_gate(home, new, launcher, kafka_config, options, stopped, handle, secrets, by, say, enter)
     rolled_back = None
     if healthy is None and options.rollback:
-        rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say)
+        rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say, enter)
+    enter(UpgradePhase.OUTCOME)
     return decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
 
 
@@ -190,13 +196,16 @@ def _refuse_unfit_standby(home: JobHome, live: StandbyHandle, options: UpgradeOp
 
 def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Mapping[str, Any],
                     options: UpgradeOptions, stopped: StopResult, handle: StandbyHandle | None,
-                    secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
+                    secrets: list[str] | None, by: str | None, say: Callable[[str], None],
+                    enter: Callable[[UpgradePhase], None]) -> dict[str, Any] | None:
     """Steps 2–4: the new version's start and health gate; None when either failed (logged with why)."""
     try:
         if options.drop_state:
+            enter(UpgradePhase.RESTORE)
             say(f"restoring savepoint {savepoint_of(stopped)} without state")
             restore(home, savepoint_of(stopped), drop_state=True, allow_sink_batch_log=options.allow_sink_batch_log,
                     by=by)
+        enter(UpgradePhase.START)
         if handle is not None:  # after a restore too: the standby starts from the generation current at its go
             say(f"giving the standby of version {new.app_version} the go")
             started = hand_over(home, handle, stopped, takeover_stopped=options.takeover_stopped, by=by)
@@ -205,6 +214,7 @@ def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_co
             started = submit(home, new, launcher, by=by)
         event = wait(lambda: look_started(home, started, 0), options.start_timeout_seconds, options.poll_seconds)
         conclude_start(home, started, event, secrets)
+        enter(UpgradePhase.HEALTH)
         say(f"health gate: {options.health_batches} batches, lag not growing for {options.health_window_seconds:.0f}s")
         gate = HealthLook(home, kafka_config, options.health_spec(datetime.fromisoformat(started.submitted_at)),
                           options.health_timeout_seconds)
@@ -219,16 +229,20 @@ def _start_and_gate(home: JobHome, new: Submission, launcher: Launcher, kafka_co
 
 
 def _roll_back(home: JobHome, stopped: StopResult, launcher: Launcher, options: UpgradeOptions,
-               secrets: list[str] | None, by: str | None, say: Callable[[str], None]) -> dict[str, Any] | None:
+               secrets: list[str] | None, by: str | None, say: Callable[[str], None],
+               enter: Callable[[UpgradePhase], None]) -> dict[str, Any] | None:
     """Step 5: stop the new version, restore the savepoint with its state, start the previous version as it
     was submitted; None when any part failed (the outcome then says how to finish by hand)."""
     previous, savepoint = stopped.app_version, savepoint_of(stopped)
     try:
+        enter(UpgradePhase.ROLLBACK_STOP)
         say("rolling back: stopping the new version")
         stop_job(home, options.stop_timeout_seconds, savepoint=False, on_timeout="kill",
                  poll=min(options.poll_seconds, 1.0), by=by)
+        enter(UpgradePhase.ROLLBACK_RESTORE)
         say(f"rolling back: restoring savepoint {savepoint}")
         restored = restore(home, str(savepoint), allow_sink_batch_log=options.allow_sink_batch_log, by=by)
+        enter(UpgradePhase.ROLLBACK_START)
         say(f"rolling back: starting version {previous} as it was last submitted")
         started: SubmitResult = replay(home, str(previous), launcher, by=by)
         event = wait(lambda: look_started(home, started, 1), options.start_timeout_seconds, options.poll_seconds)
