@@ -1,8 +1,12 @@
 """Parse and render the files of Spark's streaming checkpoint log, and find its position.
 
-A checkpoint holds ``metadata`` (``{"id": "<query id>"}``), ``offsets/N`` (``v1``,
-a metadata JSON line, then one line per source: offsets JSON or ``-``) and
-``commits/N`` (``v1`` and ``{"nextBatchWatermarkMs": ...}``). The position is
+A checkpoint holds ``metadata`` (``{"id": "<query id>"}``), ``offsets/N`` and
+``commits/N`` (``v1`` and ``{"nextBatchWatermarkMs": ...}``). An ``offsets/N``
+file is ``v1``, a metadata JSON line, then one line per source in source order
+(offsets JSON, or ``-`` for none); or, written by Spark 4.2+ with
+``spark.sql.streaming.offsetLog.formatVersion=2``, ``v2``, the metadata line,
+then one ``<source id>:<offsets JSON or ->`` line per source, in no set order.
+Each version is read, and written back, as it was found: never converted. The position is
 the largest N having both ``offsets/N`` and ``commits/N``; an ``offsets/N+1``
 without commit is a batch in flight that Spark re-runs on restart.
 
@@ -28,16 +32,22 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 _VERSION_LINE = re.compile(r"^v([1-9][0-9]*)$")
+#: The offset-log versions these tools read and write (Spark's OffsetSeqLog VERSION_1 and VERSION_2).
+OFFSET_LOG_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
 class OffsetLogEntry:
-    """One ``offsets/N`` file: log version, metadata line (kept verbatim) and raw source lines."""
+    """One ``offsets/N`` file: log version, metadata line (kept verbatim) and raw source lines by source index.
+
+    ``line_order`` (version 2 only) is the order of the sources' lines in the file, so that a rewrite keeps it.
+    """
 
     version: int
     metadata_line: str
     metadata: dict[str, Any]
     source_lines: tuple[str | None, ...]
+    line_order: tuple[int, ...] | None = None
 
     @property
     def watermark_ms(self) -> int | None:
@@ -154,31 +164,69 @@ def _lines(text: str | bytes, where: str) -> list[str]:
 
 
 def parse_offset_log(text: str | bytes, where: str = "offsets file") -> OffsetLogEntry:
-    """Parse an ``offsets/N`` file. ``where`` names the file in error messages."""
+    """Parse an ``offsets/N`` file of either version. ``where`` names the file in error messages."""
     lines = _lines(text, where)
     version = _version(lines[0], where)
+    if version not in OFFSET_LOG_VERSIONS:
+        raise CheckpointFormatError(
+            f"{where}: offset log version v{version} is newer than these tools read (v1, v2); nothing was read or "
+            "changed: use a release of airflow-kafka-stream that knows it, or the Spark version that wrote it")
     if len(lines) < 2:
         raise CheckpointFormatError(f"{where}: metadata line missing (truncated file?); restore it from a savepoint")
     metadata = _json_object(lines[1], where)
-    sources: list[str | None] = []
-    for number, line in enumerate(lines[2:]):
-        if line.strip() == NO_OFFSETS:
-            sources.append(None)
-            continue
-        try:
-            json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CheckpointFormatError(
-                f"{where}: offsets of source {number} are not valid JSON ({exc.msg}): {line[:120]!r}; "
-                "restore the file from a savepoint"
-            ) from exc
-        sources.append(line)
+    if version == 2:
+        return _parse_keyed_sources(version, lines[1], metadata, lines[2:], where)
+    sources = [_source_value(line, str(number), where) for number, line in enumerate(lines[2:])]
     return OffsetLogEntry(version, lines[1], metadata, tuple(sources))
 
 
+def _source_value(line: str, source: str, where: str) -> str | None:
+    """One source's raw offsets (None for ``-``), checked to be JSON."""
+    if line.strip() == NO_OFFSETS:
+        return None
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CheckpointFormatError(
+            f"{where}: offsets of source {source} are not valid JSON ({exc.msg}): {line[:120]!r}; "
+            "restore the file from a savepoint"
+        ) from exc
+    return line
+
+
+def _parse_keyed_sources(version: int, metadata_line: str, metadata: dict[str, Any], lines: list[str],
+                         where: str) -> OffsetLogEntry:
+    """Version 2's ``<source id>:<offsets>`` lines. Spark names a query's sources by their ordinal; ids of any
+    other form (named sources) are refused, since every tool here addresses a source by its index."""
+    found: dict[int, str | None] = {}
+    order: list[int] = []
+    for line in lines:
+        key, colon, value = line.partition(":")
+        if not colon or not key.isascii() or not key.isdigit():
+            raise CheckpointFormatError(
+                f"{where}: a v2 offsets line must be '<source ordinal>:<offsets>', got {line[:80]!r}; sources "
+                "named other than by ordinal are not supported by these tools (nothing was changed)")
+        index = int(key)
+        if index in found:
+            raise CheckpointFormatError(f"{where}: source {index} appears twice; restore the file from a savepoint")
+        found[index] = _source_value(value, key, where)
+        order.append(index)
+    if sorted(found) != list(range(len(found))):
+        raise CheckpointFormatError(
+            f"{where}: v2 source ordinals {sorted(found)} are not 0..{len(found) - 1}; restore the file from a "
+            "savepoint")
+    return OffsetLogEntry(version, metadata_line, metadata, tuple(found[i] for i in range(len(found))),
+                          tuple(order))
+
+
 def render_offset_log(entry: OffsetLogEntry) -> str:
-    """Render an ``offsets/N`` file the way Spark writes it (no trailing newline)."""
-    sources = [NO_OFFSETS if line is None else line for line in entry.source_lines]
+    """Render an ``offsets/N`` file the way Spark writes it, in its own version (no trailing newline)."""
+    values = [NO_OFFSETS if line is None else line for line in entry.source_lines]
+    if entry.version == 2:
+        order = entry.line_order or tuple(range(len(values)))
+        sources = [f"{index}:{values[index]}" for index in order]
+    else:
+        sources = values
     return "\n".join([f"v{entry.version}", entry.metadata_line, *sources])
 
 

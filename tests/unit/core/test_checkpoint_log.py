@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_kafka_stream.core.checkpoint_log import (
@@ -196,3 +198,39 @@ def test_is_compaction_batch(batch, interval, expected):
 
 def test_compact_sink_entries_concatenates_entries():
     assert compact_sink_entries(['v1\n{"a":1}', b"v1", 'v1\n{"b":2}\n']) == 'v1\n{"a":1}\n{"b":2}'
+
+
+# -- offset log version 2 (Spark 4.2's spark.sql.streaming.offsetLog.formatVersion=2) ------------------------
+
+V2_METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1795887994131,"conf":{},"sourceMetadataInfo":{}}'
+V2_TEXT = f'v2\n{V2_METADATA}\n1:{{"b":{{"0":7}}}}\n2:-\n0:{{"a":{{"0":5,"1":3}}}}'
+
+
+def test_a_v2_offsets_file_reads_by_source_ordinal_and_writes_back_as_found():
+    entry = parse_offset_log(V2_TEXT)
+    assert (entry.version, entry.metadata_line) == (2, V2_METADATA)
+    assert entry.source_lines == ('{"a":{"0":5,"1":3}}', '{"b":{"0":7}}', None)
+    assert entry.source_offsets(1) == {TopicPartition("b", 0): 7}
+    assert render_offset_log(entry) == V2_TEXT, "same version, same line order, same text"
+
+
+def test_a_v2_reset_rewrites_only_its_source_and_keeps_the_format():
+    entry = parse_offset_log(V2_TEXT).with_source_offsets(0, {TopicPartition("a", 0): 1, TopicPartition("a", 1): 2})
+    assert render_offset_log(entry) == f'v2\n{V2_METADATA}\n1:{{"b":{{"0":7}}}}\n2:-\n0:{{"a":{{"0":1,"1":2}}}}'
+
+
+@pytest.mark.parametrize(("lines", "names"), [
+    ('events:{"a":{"0":1}}', "not supported"),  # a named source (source evolution): tools address by ordinal
+    ('{"a":{"0":1}}', "'<source ordinal>:<offsets>'"),  # a v1 line in a v2 file
+    ('0:{"a":{"0":1}}\n0:{"a":{"0":2}}', "appears twice"),
+    ('1:{"a":{"0":1}}', "are not 0..0"),
+    ('0:{"a":', "not valid JSON"),
+])
+def test_a_v2_file_the_tools_cannot_address_is_refused_never_rewritten(lines, names):
+    with pytest.raises(CheckpointFormatError, match=re.escape(names)):
+        parse_offset_log(f"v2\n{V2_METADATA}\n{lines}", "offsets/3")
+
+
+def test_an_offset_log_version_newer_than_the_tools_is_refused():
+    with pytest.raises(CheckpointFormatError, match="v3 is newer than these tools read"):
+        parse_offset_log(f'v3\n{V2_METADATA}\n0:{{"a":{{"0":1}}}}', "offsets/3")
