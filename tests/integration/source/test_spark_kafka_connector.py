@@ -12,12 +12,14 @@ the line order it found.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from airflow_kafka_stream.checkpoint.fsck import fsck
 from airflow_kafka_stream.checkpoint.reader import read_position
+from airflow_kafka_stream.checkpoint.savepoints import create_savepoint, restore_savepoint
 from airflow_kafka_stream.checkpoint.writer import append_batch
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.runtime.session import spark_kafka_jars
@@ -119,3 +121,15 @@ def test_two_sources_one_of_each_format_reset_together_resume_exactly(spark, kaf
     assert fsck(checkpoint).ok, fsck(checkpoint).to_dict()
     got = read_once(spark, "kafka", kafka_bootstrap, topics[0], checkpoint, **both)
     assert got == sorted(records(topics[0], {0: range(2, 6)}) + records(topics[1], {1: range(3, 6)}))
+
+    # A savepoint of it, restored elsewhere: the copy keeps the version, and the query resumes there exactly.
+    for topic in topics:
+        produce_range(kafka_bootstrap, topic, 6, 8)
+    manifest = create_savepoint(checkpoint, str(tmp_path / "savepoints" / "sp"), "1", datetime.now(UTC))
+    assert [manifest.source_offsets(i) for i in (0, 1)] == [{TopicPartition(t, p): 6 for p in (0, 1)} for t in topics]
+    restored = str(tmp_path / "restored")
+    restore_savepoint(str(tmp_path / "savepoints" / "sp"), restored)
+    assert offset_log_versions(restored) == {f"v{log_version}"}
+    got = read_once(spark, "kafka", kafka_bootstrap, topics[0], restored, **both)
+    assert got == sorted(records(topics[0], {0: range(6, 8), 1: range(6, 8)}) +
+                         records(topics[1], {0: range(6, 8), 1: range(6, 8)}))
