@@ -10,6 +10,8 @@ partitions, run one after another in the same JVM:
     topic has (every record its own batch in the log), where the first topic is written 1,000 records
     a request;
   - the same in readMode=executors (Python tasks read the batch);
+  - Spark's own Kafka connector (``format("kafka")``) on the same topic with maxOffsetsPerTrigger=ROWS, its other
+    settings its defaults: the batch a team already on that connector runs;
   - Spark's ``rate-micro-batch`` source (rowsPerBatch=ROWS, numPartitions=PARTITIONS), projected to
     the source's columns: the engine's own floor for a batch of that size;
   - a trivial Python streaming data source (bench/memory_source.py) that yields the same rows from
@@ -24,7 +26,8 @@ Prints ``small_batch_default_vs_rate`` and ``small_batch_single_record_vs_rate``
 rounds of kafka_stream's figure with no readMode, on each topic, divided by the rate source's;
 ``small_batch_vs_rate`` and ``small_batch_vs_python_floor``: readMode=driver against the rate source
 and the Python floor of the same kind of read (driver-side); and ``small_batch_executors_vs_rate``
-and ``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor. Per-phase medians (latestOffset, queryPlanning,
+and ``small_batch_executors_vs_python_floor``: the same for readMode=executors, against the task floor;
+``small_batch_vs_spark_kafka``: kafka_stream as a user starts it (no readMode) against Spark's connector. Per-phase medians (latestOffset, queryPlanning,
 addBatch, ...) go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local Apache Kafka broker.
 
     .venv/bin/python bench/bench_small_batch.py
@@ -86,9 +89,9 @@ def fill_topic_one_record_per_request(bootstrap: str, topic: str, records: int) 
     assert producer.flush(60) == 0
 
 
-def kafka_frame(spark, bootstrap: str, topic: str, **extra: str):
+def kafka_frame(spark, bootstrap: str, topic: str, source: str = "kafka_stream", **extra: str):
     return (
-        spark.readStream.format("kafka_stream")
+        spark.readStream.format(source)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
@@ -160,6 +163,7 @@ def main() -> None:
             "kafka_stream_default": lambda: kafka_frame(spark, bootstrap, topic),
             "kafka_stream_single_record": lambda: kafka_frame(spark, bootstrap, single),
             "kafka_stream_executors": lambda: kafka_frame(spark, bootstrap, topic, readMode="executors"),
+            "spark_kafka": lambda: kafka_frame(spark, bootstrap, topic, source="kafka"),
             "rate": lambda: rate_frame(spark),
             "python_floor": lambda: memory_frame(spark, PARTITIONS),
             "python_floor_one_task": lambda: memory_frame(spark, 1),
@@ -199,6 +203,7 @@ def main() -> None:
         print(f"small_batch_vs_python_floor: {median['kafka_stream'] / median['python_driver_floor']:.2f}")
         print(f"small_batch_executors_vs_rate: {median['kafka_stream_executors'] / median['rate']:.2f}")
         print(f"small_batch_executors_vs_python_floor: {median['kafka_stream_executors'] / median['python_floor']:.2f}")
+        print(f"small_batch_vs_spark_kafka: {median['kafka_stream_default'] / median['spark_kafka']:.2f}")
         say("kafka_stream executors / one-task Python floor: %.2f",
             median["kafka_stream_executors"] / median["python_floor_one_task"])
     finally:

@@ -1,16 +1,18 @@
-"""Throughput of the kafka_stream source against a plain consumer and Spark's rate source.
+"""Throughput of the kafka_stream source against a plain consumer, Spark's rate source and Spark's own Kafka connector.
 
 Loads a topic with RECORDS (default 2,000,000) records of ~100 bytes, then measures rows/s of:
   - kafka_stream -> noop sink (local mode, all cores, availableNow trigger);
   - one plain confluent-kafka Consumer (poll loop taking key and value) reading the same topic in
     this Python process; a consume()-batch loop that only counts is reported on stderr too;
-  - Spark's rate-micro-batch source producing the same columns -> the same noop sink.
+  - Spark's rate-micro-batch source producing the same columns -> the same noop sink;
+  - Spark's own Kafka connector (``format("kafka")``, jvm/spark-kafka/pom.xml) on the same topic -> the same sink,
+    with its defaults (one task per Kafka partition), as a team already on it runs it.
 Each Spark query (the rate source's too) runs BENCH_WARMUPS (3) times before it is measured, in
 the same JVM, and the measured runs alternate between the queries. Every figure is the median of
 BENCH_RUNS (default 5) runs, so one slow run on a shared machine does not decide it. For context, stderr also gives the source with its Python reader (kafkaConsumer.nativeReader
 =false), the per-record path the C reader replaces.
-Prints exactly two lines: ``source_vs_consumer: <ratio>`` and ``source_vs_rate: <ratio>`` (the median of
-each round's source/rate ratio);
+Prints ``source_vs_consumer: <ratio>``, ``source_vs_rate: <ratio>`` (the median of each round's source/rate
+ratio) and ``source_vs_spark_kafka: <ratio>`` (the median of each round's source/connector ratio);
 details go to stderr. Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a local Apache Kafka broker.
 
     .venv/bin/python bench/bench_source.py
@@ -134,27 +136,39 @@ def median_of_runs(label: str, measure) -> float:
 
 
 def source_rate(spark, bootstrap: str, topic: str, checkpoints: str, native: bool = True) -> float:
+    reader = "C reader" if native else "Python reader"
+    return kafka_read_rate(spark, "kafka_stream", {"kafkaConsumer.nativeReader": str(native).lower()}, bootstrap,
+                           topic, checkpoints, f"kafka_stream ({reader})")
+
+
+def spark_kafka_rate(spark, bootstrap: str, topic: str, checkpoints: str) -> float:
+    """Spark's own connector, as configured by default."""
+    return kafka_read_rate(spark, "kafka", {}, bootstrap, topic, checkpoints, "Spark's connector (format kafka)")
+
+
+def kafka_read_rate(spark, source: str, options: dict[str, str], bootstrap: str, topic: str, checkpoints: str,
+                    label: str) -> float:
+    """Rows/s of one availableNow read of the whole topic by ``source`` into the noop sink."""
     df = (
-        spark.readStream.format("kafka_stream")
+        spark.readStream.format(source)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("kafkaConsumer.nativeReader", str(native).lower())
+        .options(**options)
         .load()
     )
     started = time.monotonic()
     query = (
         df.writeStream.format("noop")
         .trigger(availableNow=True)
-        .option("checkpointLocation", f"{checkpoints}/source-{uuid.uuid4().hex[:6]}")
+        .option("checkpointLocation", f"{checkpoints}/{source}-{uuid.uuid4().hex[:6]}")
         .start()
     )
     query.awaitTermination()
     wall = time.monotonic() - started
     rows, rate = progress_rate(query)
-    assert rows == RECORDS, f"source read {rows} rows, expected {RECORDS}"
-    reader = "C reader" if native else "Python reader"
-    say("kafka_stream (%s): %d rows, %.0f rows/s in batches (%.1fs wall with query start)", reader, rows, rate, wall)
+    assert rows == RECORDS, f"{label} read {rows} rows, expected {RECORDS}"
+    say("%s: %d rows, %.0f rows/s in batches (%.1fs wall with query start)", label, rows, rate, wall)
     return rate
 
 
@@ -218,28 +232,35 @@ def main() -> None:
             # 20-30% faster than the 2nd; the rate source's own rate rose from 1.9 to 2.4 million rows/s
             # over its first four runs). A streaming job runs warm, so every query, the rate source too,
             # runs WARMUPS times before it is measured, and the measured runs alternate (C reader, rate
-            # source, Python reader) so that drift of the JVM or the machine touches all three alike.
+            # source, Spark's connector, Python reader) so that drift of the JVM or the machine touches all alike.
             say("warm-up runs (not measured):")
             for _ in range(WARMUPS):
                 source_rate(spark, bootstrap, topic, checkpoints)
                 rate_source_rate(spark, checkpoints)
+                spark_kafka_rate(spark, bootstrap, topic, checkpoints)
                 source_rate(spark, bootstrap, topic, checkpoints, native=False)
-            say("measured runs (the C reader, the rate source and the Python reader alternate):")
-            sources, rates, python_reader = [], [], []
+            say("measured runs (the C reader, the rate source, Spark's connector and the Python reader alternate):")
+            sources, rates, connector, python_reader = [], [], [], []
             for _ in range(RUNS):
                 sources.append(source_rate(spark, bootstrap, topic, checkpoints))
                 rates.append(rate_source_rate(spark, checkpoints))
+                connector.append(spark_kafka_rate(spark, bootstrap, topic, checkpoints))
                 python_reader.append(source_rate(spark, bootstrap, topic, checkpoints, native=False))
             source = statistics.median(sources)
             say("kafka_stream rows/s (C reader): median %.0f of %s", source, ", ".join(f"{r:.0f}" for r in sources))
             say("rate source rows/s: median %.0f of %s", statistics.median(rates), ", ".join(f"{r:.0f}" for r in rates))
+            say("Spark's connector rows/s: median %.0f of %s", statistics.median(connector),
+                ", ".join(f"{r:.0f}" for r in connector))
             say("kafka_stream rows/s (Python reader): median %.0f", statistics.median(python_reader))
-            # Each round's two figures were measured a few seconds apart: their ratio cancels what drifts
+            # Each round's figures were measured a few seconds apart: their ratio cancels what drifts
             # (a busy machine, the JIT), which the ratio of two medians taken from different rounds does not.
             per_round = [a / b for a, b in zip(sources, rates, strict=True)]
+            against_connector = [a / b for a, b in zip(sources, connector, strict=True)]
             say("source/rate per round: %s", ", ".join(f"{r:.2f}" for r in per_round))
+            say("source/connector per round: %s", ", ".join(f"{r:.2f}" for r in against_connector))
         print(f"source_vs_consumer: {source / consumer:.2f}")
         print(f"source_vs_rate: {statistics.median(per_round):.2f}")
+        print(f"source_vs_spark_kafka: {statistics.median(against_connector):.2f}")
     finally:
         if spark is not None:
             spark.stop()
