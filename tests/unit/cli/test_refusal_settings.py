@@ -70,7 +70,8 @@ NO_SETTING = {
         (6, "a driver's OpenTelemetry variable, named in the message with its fix: no option or parameter gives "
             "it (ops/spark_submit.check_metrics_env names spark_conf when a Spark setting sets it)"),
     ("core/checkpoint_log.py", "*", "CheckpointFormatError"):
-        (12, "a damaged or foreign checkpoint file: restored from a savepoint, not set"),
+        (16, "a damaged or foreign checkpoint file, or an offset-log form the tools do not read (named sources, a "
+             "version newer than v2): restored from a savepoint or read by a newer release, not set"),
     ("core/kafka_sources.py", "KafkaSources.require_one_position_per_partition", "InvalidInputError"):
         (1, "the query reads a partition in two sources: its design, not a setting"),
     ("core/kafka_sources.py", "KafkaSources.source_of", "InvalidInputError"):
