@@ -29,6 +29,8 @@ from airflow_kafka_stream.cli.launching import (
     launcher_from,
     submission_from,
 )
+from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.errors import InvalidInputError, WatchdogGaveUp
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
@@ -150,8 +152,6 @@ def _cmd_standby(args: argparse.Namespace) -> int:
 
 
 def _standby_launch(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.standby import launch_standby, wait_ready
 
     if not args.app_version:
@@ -170,7 +170,6 @@ def _standby_launch(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops import submit
 
     home = job_home(args)
@@ -190,7 +189,6 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 def _recorded(home, args: argparse.Namespace):
     """``--from-submission``: the version's recorded submission; options that describe another are refused."""
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.submit import recorded_submission
 
     given = [flag for flag, value in (("--application", args.application), ("--topic", args.topic),
@@ -211,7 +209,6 @@ def _submitted_text(result) -> str:
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade import upgrade
 
     home = job_home(args)
@@ -238,7 +235,6 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
     found = check_upgrade(home, submission_from(args, home, kafka, new_version=True),
@@ -252,7 +248,6 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.core.watchdog import Policy
-    from airflow_kafka_stream.errors import InvalidInputError, WatchdogGaveUp
     from airflow_kafka_stream.ops.watchdog import watch
 
     home = job_home(args)

@@ -11,6 +11,8 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_stream.errors import StreamError
+
 
 class JobHomeStorageHook(BaseHook):
     """fsspec storage options of a job home, and the job home itself.
@@ -51,8 +53,6 @@ class JobHomeStorageHook(BaseHook):
         return home
 
     def test_connection(self) -> tuple[bool, str]:
-        from airflow_kafka_stream.errors import StreamError
-
         try:
             self.home()
         except StreamError as exc:

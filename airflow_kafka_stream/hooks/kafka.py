@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
-from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
 
 #: confluent-kafka options whose values are callables.
 CALLBACK_KEYS = ("error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb", "on_commit", "on_delivery")
@@ -56,7 +56,6 @@ class StreamKafkaHook(KafkaBaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Whether the brokers answer with this configuration (the message names what failed)."""
-        from airflow_kafka_stream.errors import StreamError
         from airflow_kafka_stream.kafka.metadata import list_topic_partitions
 
         try:

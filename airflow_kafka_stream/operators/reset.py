@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, strategy_kind
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
@@ -72,7 +73,6 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.core.values import flag
         from airflow_kafka_stream.operators.submit import as_list
         from airflow_kafka_stream.ops import reset
         from airflow_kafka_stream.render.reset import reset_run_text

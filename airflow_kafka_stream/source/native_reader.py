@@ -20,6 +20,7 @@ import sys
 from functools import cache
 from types import ModuleType
 
+import confluent_kafka
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
@@ -73,8 +74,6 @@ def _unavailable(reason: str) -> tuple[None, str]:
 
 def librdkafka_path() -> str | None:
     """The librdkafka confluent-kafka uses: the copy in its wheel, else the system's."""
-    import confluent_kafka
-
     site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
     bundled = sorted(glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*")))
     return bundled[0] if bundled else ctypes.util.find_library("rdkafka")

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
 
@@ -44,7 +45,6 @@ class StreamLagObjectiveTrigger(BaseTrigger):
 
     def poll(self) -> dict[str, Any]:
         """One look (blocking: it reads and writes the job home)."""
-        from airflow_kafka_stream.core.objective import LagObjective
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
         from airflow_kafka_stream.ops.objective import look_objective
 
