@@ -10,6 +10,9 @@ from typing import Any
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
 
+# Lazy imports: ops.context and storage.jobhome (fsspec, confluent-kafka) wait for the command that uses them, so
+# --help and the parser start without them.
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED = 0, 1, 2
 
 

@@ -14,6 +14,9 @@ from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
 
+# Lazy imports: kafka.clients (confluent-kafka), ops.submission_plan and ops.spark_submit wait for a launch, so
+# --help and the other commands start without them.
+
 
 def add_kafka_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", type=nonempty,

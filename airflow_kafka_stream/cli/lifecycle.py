@@ -34,6 +34,9 @@ from airflow_kafka_stream.errors import InvalidInputError, WatchdogGaveUp
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
+# Lazy imports: each command imports its ops/ and render/ modules (storage, fsspec, confluent-kafka), and watch
+# its core.watchdog, so --help and the other commands start without them.
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's commands to the CLI."""

@@ -9,6 +9,9 @@ from airflow_kafka_stream.cli.flags import strategy_flag
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, ValueKind
 from airflow_kafka_stream.errors import InvalidInputError
 
+# Lazy imports: ops.reset and render.reset (checkpoint, storage, confluent-kafka) wait for reset, so --help and
+# the other commands start without them.
+
 #: What a dry run adds to its plan: how to apply it.
 DRY_RUN_TRAILER = "\n\nDry run: nothing changed. Run again with --execute to apply this plan."
 

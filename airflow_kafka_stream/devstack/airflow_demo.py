@@ -39,6 +39,9 @@ from airflow_kafka_stream.devstack.demo import PARTITIONS, TOPIC, _events, _prod
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.storage import layout
 
+# Lazy imports: confluent-kafka, pyarrow, the broker, Spark cluster and Airflow stack launchers (pyspark) and
+# ops/ are imported after the arguments are parsed, so --help and a bad argument answer at once.
+
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = "demo-orders"
 

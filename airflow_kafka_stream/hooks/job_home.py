@@ -13,6 +13,9 @@ from airflow.sdk import BaseHook
 
 from airflow_kafka_stream.errors import StreamError
 
+# Lazy imports: storage.jobhome (about 30 ms) waits for a job home to open: every operator imports this hook while
+# Airflow parses its DAG file.
+
 
 class JobHomeStorageHook(BaseHook):
     """fsspec storage options of a job home, and the job home itself.

@@ -16,6 +16,9 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
 from airflow_kafka_stream.errors import InvalidInputError, StreamError
 
+# Lazy imports: kafka.metadata waits for a topic to list: every operator imports this hook while Airflow parses
+# its DAG file.
+
 #: confluent-kafka options whose values are callables.
 CALLBACK_KEYS = ("error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb", "on_commit", "on_delivery")
 

@@ -13,6 +13,9 @@ from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
+# Lazy imports: ops.reset, render.reset, operators.submit (its trigger) and stream_stats wait for execute(), so a
+# DAG file's parse does not load them.
+
 #: The strategies the ``strategy`` parameter takes, as the CLI names them (core.reset_strategy.StrategyKind).
 STRATEGIES = tuple(kind.value for kind in StrategyKind.choices())
 

@@ -16,6 +16,8 @@ from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.ops.savepoints import LATEST, create, prune, resolve_id, restore, retention
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
+# Lazy imports: render.savepoints waits for execute(), so a DAG file's parse does not load it.
+
 
 @refusals_name_parameters
 class StreamSavepointOperator(JobHomeTask, BaseOperator):

@@ -21,6 +21,8 @@ from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
 
+# Lazy imports: ops.upgrade waits for execute(), so a DAG file using only the standby's tasks does not load it.
+
 
 @refusals_name_parameters
 class StreamStandbyOperator(StreamSubmitOperator):

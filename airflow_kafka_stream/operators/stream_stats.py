@@ -14,6 +14,9 @@ from typing import Any
 
 from airflow_kafka_stream.core.metrics_settings import JOB_LABEL, PREFIX
 
+# Lazy imports: Airflow's Stats is looked up when a metric is emitted, where a failure to import it (an older
+# Airflow: the fallback) is caught and never fails a task.
+
 log = logging.getLogger(__name__)
 
 UPGRADE_DURATION = f"{PREFIX}.upgrade.duration"

@@ -19,6 +19,9 @@ from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, record
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
+# Lazy imports: hooks.spark_driver (the Spark provider's SparkSubmitHook, all of Airflow's configuration) and
+# ops.submission_plan wait for execute(), so a DAG file's parse does not load them.
+
 
 @refusals_name_parameters
 class StreamSubmitOperator(JobHomeTask, BaseOperator):

@@ -17,6 +17,9 @@ from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.tasks.refusals import parameter_for, refusals_name_parameters
 
+# Lazy imports: ops.upgrade, ops.upgrade_check and ops.standby (checkpoint, kafka groups) wait for execute(), so a
+# DAG file's parse does not load them.
+
 
 class UpgradeCheckFailed(StreamError):
     """The check ran and found that the upgrade, as asked, would stop before the old version is stopped."""

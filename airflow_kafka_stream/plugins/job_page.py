@@ -51,6 +51,9 @@ from airflow_kafka_stream.plugins.job_view import job_view
 from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
 from airflow_kafka_stream.storage.jobhome import JobHome
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) and params wait for a request or a trigger:
+# every Airflow component that loads plugins imports this module.
+
 SECTION = "airflow_kafka_stream"
 TAG = "airflow-kafka-stream"
 URL_PREFIX = "/stream-jobs"

@@ -38,6 +38,9 @@ from airflow_kafka_stream.runtime.metric_values import (
 )
 from airflow_kafka_stream.runtime.run_state import RunState
 
+# Lazy imports: the OpenTelemetry SDK, its exporters and prometheus_client (about 60 ms) are imported only when
+# metrics are configured, and only the exporter the settings name.
+
 log = logging.getLogger(__name__)
 
 #: How long the end of a run waits for the last export (the job's exit never waits longer; half a second

@@ -11,6 +11,9 @@ from pyspark.sql import SparkSession
 
 from airflow_kafka_stream.core.spark_settings import with_default_settings
 
+# Lazy imports: source.source (PySpark's Python data source API) waits for a local session to register it: every
+# driver imports this module through the runtime.
+
 #: Where scripts/setup-jvm copies Spark's own Kafka connector (``jvm/spark-kafka/pom.xml``); this variable names
 #: another folder.
 SPARK_KAFKA_JARS_ENV = "AKS_SPARK_KAFKA_JARS"

@@ -15,6 +15,9 @@ from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.ops.watch import look_job
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poke, so a DAG file's parse does
+# not load it.
+
 
 class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
     """Succeed when the job reaches one of ``target_states``; fail when it fails, dies or stops elsewhere.

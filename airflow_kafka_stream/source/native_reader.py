@@ -28,6 +28,9 @@ from confluent_kafka import KafkaError, KafkaException
 from airflow_kafka_stream.source.offset_ranges import OffsetRange
 from airflow_kafka_stream.source.partition_polls import Polled
 
+# Lazy imports: the C extension _kafka_arrow, optional (the package may be installed without it): its ImportError
+# selects the Python reader.
+
 log = logging.getLogger(__name__)
 
 #: Largest key or value column of one Arrow batch; Arrow's binary offsets are 32-bit.

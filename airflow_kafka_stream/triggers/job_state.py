@@ -19,6 +19,9 @@ from airflow_kafka_stream.core.job_watch import WatchSpec
 from airflow_kafka_stream.ops.watch import look_job
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poll, so the triggerer and a DAG
+# file's parse do not load it with the trigger.
+
 
 class StreamJobStateTrigger(BaseTrigger):
     """Yield one event when the job reaches one of ``target_states``, fails, dies, or the timeout passes.

@@ -10,6 +10,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) and ops.objective wait for a poll, so the
+# triggerer and a DAG file's parse do not load them with the trigger.
+
 
 class StreamLagObjectiveTrigger(BaseTrigger):
     """Yield one event: ``success`` within the objective, ``failed`` on a breach (the time lag above
