@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from airflow_kafka_stream.cli import environment, inspection, lifecycle, offsets, savepoints
 from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED, Parser, point_at_log
+from airflow_kafka_stream.cli.flags import refusal_text
 from airflow_kafka_stream.errors import OperationIncompleteError, StreamError
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "EXIT_REFUSED", "build_parser", "main", "parse"]
@@ -66,8 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         point_at_log(exc.log, exc.log_tail, args.verbose)
         return EXIT_PROBLEMS
     except StreamError as exc:
-        from airflow_kafka_stream.cli.flags import refusal_text
-
         print(f"error: {refusal_text(exc.reason, exc.settings)}", file=sys.stderr)
         point_at_log(exc.log, exc.log_tail, args.verbose)
         return EXIT_REFUSED

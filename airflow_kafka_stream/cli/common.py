@@ -7,6 +7,12 @@ import json
 import sys
 from typing import Any
 
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.properties import read_properties
+
+# Lazy imports: ops.context and storage.jobhome (fsspec, confluent-kafka) wait for the command that uses them, so
+# --help and the parser start without them.
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_REFUSED = 0, 1, 2
 
 
@@ -80,7 +86,6 @@ def json_object(text: str) -> dict:
 
 
 def context(args: argparse.Namespace):
-    from airflow_kafka_stream.kafka.properties import read_properties
     from airflow_kafka_stream.ops.context import build_context
 
     client = read_properties(args.command_config) if getattr(args, "command_config", None) else {}
@@ -98,7 +103,6 @@ def context(args: argparse.Namespace):
 
 
 def job_home(args: argparse.Namespace):
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     if not args.job_home:

@@ -6,6 +6,9 @@ import argparse
 
 from airflow_kafka_stream.cli.common import EXIT_OK, emit, nonempty
 
+# Lazy imports: cluster.environment (packing an environment) waits for pack-env, so --help and the other commands
+# start without it.
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's commands to the CLI."""

@@ -6,6 +6,9 @@ import argparse
 
 from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, context, emit, job_args, job_home, nonempty
 
+# Lazy imports: each command imports its ops/ and render/ modules (storage, fsspec, confluent-kafka; 100 ms
+# and more), so --help and the other commands start without them.
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's commands to the CLI."""

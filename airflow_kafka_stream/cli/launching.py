@@ -10,7 +10,12 @@ import argparse
 from typing import Any
 
 from airflow_kafka_stream.cli.common import nonempty
+from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.properties import read_properties
+
+# Lazy imports: kafka.clients (confluent-kafka), ops.submission_plan and ops.spark_submit wait for a launch, so
+# --help and the other commands start without them.
 
 
 def add_kafka_args(p: argparse.ArgumentParser) -> None:
@@ -57,9 +62,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def kafka_settings(args: argparse.Namespace, home: Any | None) -> dict[str, Any]:
     """The librdkafka settings: job.json's (no secrets there), the properties file's, then --bootstrap-server."""
-    from airflow_kafka_stream.core.redaction import is_secret_key
     from airflow_kafka_stream.kafka.clients import check_client_config
-    from airflow_kafka_stream.kafka.properties import read_properties
 
     spec = home.spec() if home is not None and home.exists() else {}
     kafka: dict[str, Any] = {k: v for k, v in (spec.get("kafka") or {}).items() if not is_secret_key(k)}

@@ -29,8 +29,13 @@ from airflow_kafka_stream.cli.launching import (
     launcher_from,
     submission_from,
 )
+from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.errors import InvalidInputError, WatchdogGaveUp
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
+
+# Lazy imports: each command imports its ops/ and render/ modules (storage, fsspec, confluent-kafka), and watch
+# its core.watchdog, so --help and the other commands start without them.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -150,8 +155,6 @@ def _cmd_standby(args: argparse.Namespace) -> int:
 
 
 def _standby_launch(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.standby import launch_standby, wait_ready
 
     if not args.app_version:
@@ -170,7 +173,6 @@ def _standby_launch(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops import submit
 
     home = job_home(args)
@@ -190,7 +192,6 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 def _recorded(home, args: argparse.Namespace):
     """``--from-submission``: the version's recorded submission; options that describe another are refused."""
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.submit import recorded_submission
 
     given = [flag for flag, value in (("--application", args.application), ("--topic", args.topic),
@@ -211,7 +212,6 @@ def _submitted_text(result) -> str:
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade import upgrade
 
     home = job_home(args)
@@ -238,7 +238,6 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
-    from airflow_kafka_stream.core.redaction import secret_values
     from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
     found = check_upgrade(home, submission_from(args, home, kafka, new_version=True),
@@ -252,7 +251,6 @@ def _check(args: argparse.Namespace, home, kafka, options, say) -> int:
 
 def _cmd_watchdog(args: argparse.Namespace) -> int:
     from airflow_kafka_stream.core.watchdog import Policy
-    from airflow_kafka_stream.errors import InvalidInputError, WatchdogGaveUp
     from airflow_kafka_stream.ops.watchdog import watch
 
     home = job_home(args)

@@ -7,6 +7,10 @@ import argparse
 from airflow_kafka_stream.cli.common import EXIT_OK, EXIT_PROBLEMS, context, emit, job_args, nonempty, sink_args
 from airflow_kafka_stream.cli.flags import strategy_flag
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, ValueKind
+from airflow_kafka_stream.errors import InvalidInputError
+
+# Lazy imports: ops.reset and render.reset (checkpoint, storage, confluent-kafka) wait for reset, so --help and
+# the other commands start without them.
 
 #: What a dry run adds to its plan: how to apply it.
 DRY_RUN_TRAILER = "\n\nDry run: nothing changed. Run again with --execute to apply this plan."
@@ -53,7 +57,6 @@ def _cmd_reset(args: argparse.Namespace) -> int:
 
 
 def _reset_request(args: argparse.Namespace):
-    from airflow_kafka_stream.errors import InvalidInputError
     from airflow_kafka_stream.ops.reset import ResetRequest
 
     for kind in StrategyKind.choices():

@@ -7,6 +7,9 @@ from typing import Any
 
 from airflow_kafka_stream.cli.common import EXIT_OK, Parser, context, emit, job_args, job_home, nonempty, sink_args
 
+# Lazy imports: ops.savepoints and render.savepoints (checkpoint, storage, fsspec) wait for their commands, so
+# --help and the other commands start without them.
+
 _SAVEPOINT_ACTIONS = {
     "create": "take a savepoint of the job's last committed batch: live while it runs (it keeps running), "
               "else of the stopped job",

@@ -28,6 +28,9 @@ from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, 
 from airflow_kafka_stream.core.reset_csv import parse_reset_csv
 from airflow_kafka_stream.errors import CheckpointFormatError, OffsetPlanError
 
+# Lazy imports: pendulum (about 15 ms) waits for a date-time to parse: the command line builds its parser from
+# this module.
+
 if TYPE_CHECKING:
     import pendulum
 
@@ -270,7 +273,7 @@ def parse_datetime(text: str, timezone: str | None = None) -> pendulum.DateTime:
     An offset written in the text wins over ``timezone``. A naive time is refused
     rather than guessed: a reset one timezone off moves a job by hours.
     """
-    import pendulum  # here, not at the top: the CLI builds its parser from this module and starts faster
+    import pendulum
 
     stripped = (text or "").strip()
     if not _DATE_FIRST.match(stripped):

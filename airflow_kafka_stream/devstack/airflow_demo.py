@@ -26,15 +26,21 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.devstack.demo import PARTITIONS, TOPIC, _events, _produce
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.storage import layout
+
+# Lazy imports: confluent-kafka, pyarrow, the broker, Spark cluster and Airflow stack launchers (pyspark) and
+# ops/ are imported after the arguments are parsed, so --help and a bad argument answer at once.
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = "demo-orders"
@@ -113,7 +119,6 @@ def _written_ids(output: Path) -> list[str]:
 
 
 def _wait_caught_up(home, bootstrap: str, timeout: float = 180.0) -> bool:
-    from airflow_kafka_stream.core.offsets import TopicPartition
     from airflow_kafka_stream.kafka.metadata import watermarks
 
     partitions = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -143,7 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_kafka_stream.devstack.broker import start_local_broker
     from airflow_kafka_stream.ops import verify
     from airflow_kafka_stream.ops.context import build_context
-    from airflow_kafka_stream.storage import layout
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     work = Path(args.workdir).resolve()
@@ -252,8 +256,6 @@ def _linger(stack) -> None:
 
 def _stop_drivers(home: Path) -> None:
     """A driver left running (a failed step) is stopped with the demo."""
-    import signal
-
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     status = JobHome(str(home)).status_document()

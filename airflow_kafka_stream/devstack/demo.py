@@ -25,6 +25,9 @@ from pathlib import Path
 from airflow_kafka_stream.devstack import LOOPBACK_ENV
 from airflow_kafka_stream.errors import StreamError
 
+# Lazy imports: confluent-kafka, pyarrow, the broker (pyspark) and storage.jobhome are imported after the arguments
+# are parsed, so --help and a bad argument answer at once.
+
 TOPIC = "demo-events"
 GROUP = "demo-pipeline"
 PARTITIONS = 3

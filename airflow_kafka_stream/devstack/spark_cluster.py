@@ -23,6 +23,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyspark
+
 from airflow_kafka_stream.devstack.broker import free_port
 from airflow_kafka_stream.errors import StreamError
 
@@ -34,8 +36,6 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 def spark_home() -> Path:
     """The Spark distribution inside the installed pyspark package (its bin/ has spark-class)."""
-    import pyspark
-
     home = Path(pyspark.__file__).resolve().parent
     if not (home / "bin" / "spark-class").exists():
         raise StreamError(f"{home}/bin/spark-class is missing: the standalone cluster needs the full pyspark "

@@ -11,6 +11,11 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_kafka_stream.errors import StreamError
+
+# Lazy imports: storage.jobhome (about 30 ms) waits for a job home to open: every operator imports this hook while
+# Airflow parses its DAG file.
+
 
 class JobHomeStorageHook(BaseHook):
     """fsspec storage options of a job home, and the job home itself.
@@ -51,8 +56,6 @@ class JobHomeStorageHook(BaseHook):
         return home
 
     def test_connection(self) -> tuple[bool, str]:
-        from airflow_kafka_stream.errors import StreamError
-
         try:
             self.home()
         except StreamError as exc:

@@ -14,7 +14,10 @@ from typing import Any
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 
-from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
+
+# Lazy imports: kafka.metadata waits for a topic to list: every operator imports this hook while Airflow parses
+# its DAG file.
 
 #: confluent-kafka options whose values are callables.
 CALLBACK_KEYS = ("error_cb", "throttle_cb", "stats_cb", "log_cb", "oauth_cb", "on_commit", "on_delivery")
@@ -56,7 +59,6 @@ class StreamKafkaHook(KafkaBaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Whether the brokers answer with this configuration (the message names what failed)."""
-        from airflow_kafka_stream.errors import StreamError
         from airflow_kafka_stream.kafka.metadata import list_topic_partitions
 
         try:

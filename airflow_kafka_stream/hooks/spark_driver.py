@@ -16,6 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.configuration import conf
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook
+
 from airflow_kafka_stream.core.cluster import placement
 from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
@@ -60,8 +64,6 @@ def has_own_otel(*sources: Mapping[str, Any] | None) -> bool:
 
 def airflow_otel_settings() -> dict[str, Any]:
     """Airflow's ``[metrics] otel_*`` settings as configured (none when Airflow's configuration cannot be read)."""
-    from airflow.configuration import conf
-
     names = ("otel_on", "otel_host", "otel_port", "otel_ssl_active", "otel_interval_milliseconds", "otel_service")
     try:
         return {name: conf.get("metrics", name, fallback=None) for name in names}
@@ -87,8 +89,6 @@ class AirflowSparkLauncher:
     def check(self, submission: Submission, extra_env: Mapping[str, str] | None = None) -> None:
         """Refuse, before anything starts, what the driver would refuse when it starts: its metrics settings,
         the job's own or those it would get from Airflow's ``[metrics]``."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         try:
             connection = SparkSubmitHook(conn_id=self.spark_conn_id, deploy_mode=submission.deploy_mode)._connection
         except Exception:  # noqa: BLE001 - an undefined connection is refused by launch, with its way out
@@ -109,9 +109,6 @@ class AirflowSparkLauncher:
 
     def launch(self, submission: Submission, log_path: str,
                extra_env: Mapping[str, str] | None = None) -> LaunchedDriver:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-        from airflow.sdk import BaseHook
-
         try:
             BaseHook.get_connection(self.spark_conn_id)  # SparkSubmitHook falls back to master 'yarn' silently
         except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found error types
@@ -134,8 +131,6 @@ class AirflowSparkLauncher:
 
     def master(self) -> str | None:
         """The connection's master, recorded with a submission so the command line can replay it."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         try:
             return SparkSubmitHook(conn_id=self.spark_conn_id)._connection["master"]
         except Exception:  # noqa: BLE001 - an undefined connection is refused by launch, with its way out

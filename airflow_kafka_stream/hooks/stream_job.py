@@ -18,6 +18,9 @@ from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.job_home import JobHomeStorageHook
 from airflow_kafka_stream.hooks.kafka import StreamKafkaHook
 
+# Lazy imports: ops.context, ops.health and ops.verify (checkpoint, storage, kafka; 100 ms and more) wait for the
+# hook's use: every operator imports this hook while Airflow parses its DAG file.
+
 
 class StreamJobHook(BaseHook):
     """Kafka client config, storage options, job home and operation context of one job: the ``kafka``

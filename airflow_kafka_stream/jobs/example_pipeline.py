@@ -38,16 +38,20 @@ import os
 import sys
 from collections.abc import Callable
 
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
 from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.kafka.properties import read_properties
 from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
 from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
+from airflow_kafka_stream.runtime.session import local_session
+from airflow_kafka_stream.source.source import register
 from airflow_kafka_stream.storage.files import storage_options_from_env
 
 
 def event_schema():
-    from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
-
     return StructType([
         StructField("id", StringType()),
         StructField("key", StringType()),
@@ -96,14 +100,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def spark_session(cores: str):
     """The spark-submit session when launched by spark-submit, else a local one."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
-        from pyspark.sql import SparkSession
-
-        from airflow_kafka_stream.source.source import register
-
         spark = SparkSession.builder.appName("example_pipeline").getOrCreate()
         register(spark)
         return spark
-    from airflow_kafka_stream.runtime.session import local_session
 
     return local_session("example_pipeline", cores=cores)
 
@@ -111,8 +110,6 @@ def spark_session(cores: str):
 def batch_writer(runtime: StreamRuntime, output: str, dead_letters: Callable[[], DeadLetterSink]):
     """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside
     (to the sink ``dead_letters()`` gives when the batch runs)."""
-    from pyspark.sql import functions as F
-
     output = output_url(output, runtime)
     schema = event_schema()
 
@@ -145,8 +142,6 @@ STATE_STORES = {
 
 def key_totals(events, key_column: str = "key"):
     """The stateful part of ``--totals``: a running amount and count per key of the good events."""
-    from pyspark.sql import functions as F
-
     parsed = parse_json_values(events, event_schema(), required=("id",))
     good = parsed.where(F.col("dead_letter_error").isNull())
     return (good.groupBy(F.col(f"parsed.{key_column}").alias(key_column))

@@ -8,9 +8,13 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, strategy_kind
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
+
+# Lazy imports: ops.reset, render.reset, operators.submit (its trigger) and stream_stats wait for execute(), so a
+# DAG file's parse does not load them.
 
 #: The strategies the ``strategy`` parameter takes, as the CLI names them (core.reset_strategy.StrategyKind).
 STRATEGIES = tuple(kind.value for kind in StrategyKind.choices())
@@ -72,7 +76,6 @@ class StreamResetOperator(JobHomeTask, BaseOperator):
             check_strategy(strategy, value)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.core.values import flag
         from airflow_kafka_stream.operators.submit import as_list
         from airflow_kafka_stream.ops import reset
         from airflow_kafka_stream.render.reset import reset_run_text

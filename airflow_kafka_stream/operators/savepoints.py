@@ -7,12 +7,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
-from airflow_kafka_stream.ops.savepoints import LATEST, retention
+from airflow_kafka_stream.ops.savepoints import LATEST, create, prune, resolve_id, restore, retention
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
+
+# Lazy imports: render.savepoints waits for execute(), so a DAG file's parse does not load it.
 
 
 @refusals_name_parameters
@@ -43,10 +47,6 @@ class StreamSavepointOperator(JobHomeTask, BaseOperator):
         self.enabled = enabled
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from airflow_kafka_stream.core.values import flag
-        from airflow_kafka_stream.ops.savepoints import create
         from airflow_kafka_stream.render.savepoints import created_text
 
         if not flag(self.enabled, "enabled"):
@@ -99,10 +99,6 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
         self.kafka_conn_id = kafka_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from airflow_kafka_stream.core.values import flag
-        from airflow_kafka_stream.ops.savepoints import resolve_id, restore
         from airflow_kafka_stream.render.savepoints import restore_text
 
         if not flag(self.enabled, "enabled"):
@@ -143,7 +139,6 @@ class StreamSavepointHousekeepingOperator(JobHomeTask, BaseOperator):
         self.storage_conn_id = storage_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.savepoints import prune
         from airflow_kafka_stream.render.savepoints import prune_text
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()

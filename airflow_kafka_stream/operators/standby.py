@@ -6,15 +6,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_kafka_stream.core.values import flag
+from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
-from airflow_kafka_stream.ops.results import StopResult
+from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
+from airflow_kafka_stream.ops.standby import conclude_ready, hand_over
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
+from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.standby import StreamStandbyReadyTrigger
+
+# Lazy imports: ops.upgrade waits for execute(), so a DAG file using only the standby's tasks does not load it.
 
 
 @refusals_name_parameters
@@ -54,10 +61,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
         self.rehearsal_timeout_seconds = rehearsal_timeout_seconds
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from airflow_kafka_stream.ops.upgrade import start_standby
-        from airflow_kafka_stream.ops.upgrade_options import UpgradeOptions
 
         if not flag(self.enabled, "standby"):
             raise AirflowSkipException("the standby is off for this upgrade: the new version starts cold")
@@ -89,9 +93,6 @@ class StreamStandbyOperator(StreamSubmitOperator):
     def ready_complete(self, context: Context, event: dict[str, Any], standby: dict[str, Any] | None = None
                        ) -> dict[str, Any]:
         """The standby is READY: its handle to XCom. Else it is ended and the task fails before any downtime."""
-        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.standby import StandbyHandle, conclude_ready
-
         # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
         standby = standby or context["ti"].xcom_pull(task_ids=self.task_id, key="standby")
         self._standby = standby  # a task killed from here on still ends it
@@ -141,9 +142,6 @@ class UpgradeStopOperator(StreamStopOperator):
             self._handle = context["ti"].xcom_pull(task_ids=self.standby_task_id)
 
     def _finished(self, home, stopped: StopResult) -> dict[str, Any]:
-        from airflow_kafka_stream.errors import JobStateError
-        from airflow_kafka_stream.ops.standby import StandbyHandle, hand_over
-
         result = super()._finished(home, stopped)
         if self._handle and result.get("was_running") and result.get("savepoint"):
             try:
@@ -175,9 +173,6 @@ class UpgradeSubmitOperator(StreamSubmitOperator):
         self.takeover_stopped = takeover_stopped
 
     def execute(self, context: Context) -> Any:
-        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.standby import StandbyHandle, hand_over
-
         handle = context["ti"].xcom_pull(task_ids=self.standby_task_id) if self.standby_task_id else None
         if not handle:
             return super().execute(context)
@@ -197,8 +192,6 @@ def end_standby_of(task: Any, handle: dict[str, Any] | None) -> None:
     logged, never raised: the task is being killed already."""
     if not handle:
         return
-    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-    from airflow_kafka_stream.ops.results import StandbyHandle
     from airflow_kafka_stream.ops.upgrade import end_unused_standby
 
     try:

@@ -15,7 +15,7 @@ from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
-from airflow_kafka_stream.ops.stop import StopOptions, StopPhase
+from airflow_kafka_stream.ops.stop import StopOptions, StopPhase, complete_stop, conclude, request_stop
 from airflow_kafka_stream.tasks.refusals import in_parameters, refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
@@ -89,8 +89,6 @@ class StreamStopOperator(JobHomeTask, BaseOperator):
         return StreamJobHook(self.job_home, None, self.storage_conn_id).home()
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.stop import complete_stop, request_stop
-
         options = self._options()
         home = self._home()
         asked = request_stop(home)
@@ -116,8 +114,6 @@ class StreamStopOperator(JobHomeTask, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any], phase: str = StopPhase.DRAIN
                          ) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.stop import conclude
-
         options = self._options()
         home = self._home()
         step = conclude(home, event, StopPhase(phase), options)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_kafka_stream.core.metrics_settings import JOB_LABEL, PREFIX
+
+# Lazy imports: Airflow's Stats is looked up when a metric is emitted, where a failure to import it (an older
+# Airflow: the fallback) is caught and never fails a task.
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,6 @@ def upgrade_times(history: Sequence[Mapping[str, Any]], first_batch_epochs: Sequ
 def upgrade_emitted(home) -> None:
     """Emit a healthy upgrade's duration and downtime from the job home's history and the new driver's status."""
     try:
-        from datetime import UTC
-
         status = home.status_document()
         epochs = [float(s[0]) for s in (status.lag_samples if status else ()) if isinstance(s, list | tuple) and s]
         duration, downtime = upgrade_times(home.history(), epochs, datetime.now(UTC))

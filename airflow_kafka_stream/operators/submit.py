@@ -15,9 +15,12 @@ from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
-from airflow_kafka_stream.ops.submit import submit
+from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, recorded_submission, submit
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
+
+# Lazy imports: hooks.spark_driver (the Spark provider's SparkSubmitHook, all of Airflow's configuration) and
+# ops.submission_plan wait for execute(), so a DAG file's parse does not load them.
 
 
 @refusals_name_parameters
@@ -136,7 +139,6 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         """The job home, the submission to start (given here, or recorded earlier), and the launcher."""
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
         from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission, running_submission
-        from airflow_kafka_stream.ops.submit import recorded_submission
 
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.driver_kafka_config()
@@ -174,8 +176,6 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     # -- waiting -------------------------------------------------------------------------------------------
     def execute_complete(self, context: Context, event: dict[str, Any], submitted: dict[str, Any] | None = None
                          ) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start
-
         # dag.test() resumes a deferred task with the event alone, without the kwargs it deferred with.
         submitted = submitted or context["ti"].xcom_pull(task_ids=self.task_id, key="submit") or {}
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()

@@ -32,6 +32,7 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -46,7 +47,7 @@ from airflow_kafka_stream.operators.standby import (
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
-from airflow_kafka_stream.ops.upgrade import pin_reason
+from airflow_kafka_stream.ops.upgrade import decide_outcome, pin_reason, savepoint_of
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
 from airflow_kafka_stream.ops.upgrade_phases import FORWARD, ROLLBACK, UpgradePhase
@@ -80,11 +81,8 @@ class RollbackStopOperator(StreamStopOperator):
         self.enabled = enabled
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         if not flag(self.enabled, "rollback"):
             raise AirflowSkipException("rollback is off for this upgrade")
-        from airflow_kafka_stream.ops.upgrade import savepoint_of
 
         if savepoint_of(stop_result_of(context["ti"].xcom_pull(task_ids=self.stop_task_id))) is None:
             raise AirflowSkipException("the upgrade failed before the old version stopped with a savepoint: "
@@ -111,8 +109,6 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         return context["ti"].xcom_pull(task_ids=f"{self.group_id}.{task}")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_kafka_stream.ops.upgrade import decide_outcome
-
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         rolled_back = self._pull(context, ROLLBACK_SUBMIT)
         if rolled_back:

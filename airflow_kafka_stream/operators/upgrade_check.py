@@ -7,13 +7,18 @@ from typing import Any
 
 from airflow.providers.standard.operators.python import ShortCircuitOperator
 from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
 from airflow_kafka_stream.tasks.refusals import parameter_for, refusals_name_parameters
+
+# Lazy imports: ops.upgrade, ops.upgrade_check and ops.standby (checkpoint, kafka groups) wait for execute(), so a
+# DAG file's parse does not load them.
 
 
 class UpgradeCheckFailed(StreamError):
@@ -67,8 +72,6 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
         self.fail_on_incompatible = fail_on_incompatible
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowSkipException
-
         from airflow_kafka_stream.ops.upgrade import UpgradeOptions
         from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 
@@ -99,7 +102,6 @@ class StreamUpgradeCheckOperator(StreamSubmitOperator):
     def on_kill(self) -> None:
         """A killed task ends its check's standby: the check's own end never runs then, and the standby would
         hold its driver until its wait times out. A failure is logged, never raised."""
-        from airflow_kafka_stream.hooks.stream_job import StreamJobHook
         from airflow_kafka_stream.ops.standby import end_standby, live_standby
 
         try:

@@ -14,6 +14,9 @@ from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
+# Lazy imports: ops.verify and render.checkpoint (checkpoint, kafka; about 60 modules) wait for execute(), so a DAG
+# file's parse does not load them.
+
 #: Every status but OK fails the task by default (lag alone is not a problem).
 DEFAULT_FAIL_ON = tuple(status.value for status in Status if status is not Status.OK)
 #: Window statuses that fail the task by default: REWIND and STOP (WARN is logged, as the CLI exits 0 on it).

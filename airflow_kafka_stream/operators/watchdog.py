@@ -13,6 +13,9 @@ from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import StreamJobPageLink, announce_job_home
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
+# Lazy imports: hooks.spark_driver (the Spark provider), ops.watchdog, tasks.objective_check and stream_stats wait
+# for execute(), so a DAG file's parse does not load them.
+
 
 @refusals_name_parameters
 class StreamWatchdogOperator(BaseOperator):

@@ -42,6 +42,8 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.low_priority import run_at_low_priority
 from airflow_kafka_stream.storage.operation import recorded_operation
 
+# Lazy imports: pyspark, only for the version a savepoint records: the control plane runs without Spark installed.
+
 
 def _spark_version() -> str | None:
     try:

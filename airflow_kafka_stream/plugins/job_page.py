@@ -30,13 +30,29 @@ from datetime import tzinfo
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from airflow.api.common.trigger_dag import trigger_dag
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
+from airflow.configuration import conf
+from airflow.exceptions import DagNotFound
+from airflow.models.dag import DagTag
+from airflow.models.dagrun import DagRun
 from airflow.plugins_manager import AirflowPlugin
+from airflow.settings import TIMEZONE
+from airflow.utils.session import create_session
+from airflow.utils.types import DagRunTriggeredByType
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from sqlalchemy import select
 
+from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.plugins.job_page_html import page
 from airflow_kafka_stream.plugins.job_view import job_view
 from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
+from airflow_kafka_stream.storage.jobhome import JobHome
+
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) and params wait for a request or a trigger:
+# every Airflow component that loads plugins imports this module.
 
 SECTION = "airflow_kafka_stream"
 TAG = "airflow-kafka-stream"
@@ -46,8 +62,6 @@ RECENT_RUNS = 200
 
 
 def _setting(key: str, default: str | None) -> str | None:
-    from airflow.configuration import conf
-
     return conf.get(SECTION, key, fallback=default) or default
 
 
@@ -57,11 +71,6 @@ def configured_homes() -> list[str]:
 
 def _run_homes(dag_id: str | None) -> tuple[list[str], bool]:
     """``job_home`` values of the newest runs of the tagged DAGs (or of ``dag_id``), and whether it is tagged."""
-    from airflow.models.dag import DagTag
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
     with create_session() as session:
         tagged = select(DagTag.dag_id).where(DagTag.name == TAG)
         query = select(DagRun.conf).order_by(DagRun.id.desc()).limit(RECENT_RUNS)
@@ -74,9 +83,6 @@ def _run_homes(dag_id: str | None) -> tuple[list[str], bool]:
 
 
 def _is_job_home(url: str, storage_options: dict[str, Any]) -> bool:
-    from airflow_kafka_stream.errors import StreamError
-    from airflow_kafka_stream.storage.jobhome import JobHome
-
     try:
         JobHome(url, storage_options).require()
     except (StreamError, OSError):
@@ -127,15 +133,11 @@ def _view(home: str) -> dict[str, Any]:
 def ui_timezone() -> tzinfo:
     """The zone the page writes times in: Airflow's ``[core] default_timezone`` (Airflow 3 has no server-side
     ``default_ui_timezone`` any more; the UI's own zone picker lives in the browser, which this page cannot read)."""
-    from airflow.settings import TIMEZONE
-
     return TIMEZONE
 
 
 def _authorized():
     """Airflow's own check: a valid login with read access to DAGs (the one named by ``dag_id``, if given)."""
-    from airflow.api_fastapi.core_api.security import requires_access_dag
-
     return Depends(requires_access_dag("GET"))
 
 
@@ -149,8 +151,6 @@ def create_app() -> FastAPI:
         intro = (f"Job homes of the runs of {dag_id}." if dag_id else
                  "Every job home this Airflow knows: configured, and named by the example DAGs' runs.")
         return page("Stream jobs", [_view(h) for h in homes], intro, tz=ui_timezone())
-
-    from airflow.api_fastapi.core_api.security import get_user
 
     signed_in = Depends(get_user)
 
@@ -174,9 +174,6 @@ def create_app() -> FastAPI:
 
 def _may_run(dag_id: str):
     """Airflow's own check that the user may trigger runs of ``dag_id``."""
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.core_api.security import requires_access_dag
-
     return Depends(requires_access_dag("POST", DagAccessEntity.RUN, param_dag_id=dag_id))
 
 
@@ -189,10 +186,6 @@ def _same_origin(request: Request) -> None:
 
 def _trigger(dag_id: str, conf: dict[str, Any], user_name: str | None) -> str:
     """A manual run of ``dag_id`` with ``conf`` (validated against its Params), as the UI's trigger button makes."""
-    from airflow.api.common.trigger_dag import trigger_dag
-    from airflow.exceptions import DagNotFound
-    from airflow.utils.types import DagRunTriggeredByType
-
     try:
         run = trigger_dag(dag_id, triggered_by=DagRunTriggeredByType.UI, conf=conf, triggering_user_name=user_name)
     except DagNotFound as exc:

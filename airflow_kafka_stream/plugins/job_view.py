@@ -19,6 +19,9 @@ from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
 
+# Lazy imports: ops/ and checkpoint.savepoints (storage, kafka) wait for a page to be drawn: every Airflow component
+# that loads plugins imports this module through plugins.job_page.
+
 #: Savepoints whose checksums the page checks on each view (newest first); older ones say "not checked".
 VALIDATED_SAVEPOINTS = 5
 #: Operations of the history shown, newest first.

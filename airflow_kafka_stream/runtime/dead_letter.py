@@ -21,6 +21,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from confluent_kafka import Producer
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
 from airflow_kafka_stream.errors import InvalidInputError, KafkaAccessError
 
 log = logging.getLogger(__name__)
@@ -40,9 +44,6 @@ def parse_json_values(df, schema, required: Sequence[str] = (), value_column: st
     A value is bad when it is null, not JSON, not a JSON object, has a field
     whose type does not match ``schema``, or lacks one of the ``required`` fields.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
-
     unknown = [name for name in required if name not in schema.fieldNames()]
     if unknown:
         raise InvalidInputError(f"required field(s) {unknown} are not in the schema {schema.simpleString()}; "
@@ -70,8 +71,6 @@ def split_dead_letters(df, value_column: str = "value"):
     Good rows keep the Kafka columns and the ``parsed`` struct (select ``parsed.*``
     or single fields: event fields may share names with Kafka's, e.g. ``key``).
     """
-    from pyspark.sql import functions as F
-
     good = df.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
     bad = df.where(F.col(ERROR_COLUMN).isNotNull()).select(
         *[c for c in METADATA_COLUMNS if c in df.columns],
@@ -132,7 +131,6 @@ class KafkaDeadLetters(DeadLetterSink):
         rows = bad_df.collect()  # dead letters are rare; they fit on the driver
         if not rows:
             return 0
-        from confluent_kafka import Producer
 
         producer = Producer({**self.kafka_config, "linger.ms": 5})
         failures: list[str] = []

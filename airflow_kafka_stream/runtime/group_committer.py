@@ -25,6 +25,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.kafka.groups import commit_through, standalone_consumer
 
 log = logging.getLogger(__name__)
 
@@ -206,8 +207,6 @@ class KafkaGroupCommit:
         self._consumer = None
 
     def __call__(self, offsets: PartitionOffsets) -> None:
-        from airflow_kafka_stream.kafka.groups import commit_through, standalone_consumer
-
         if self._consumer is None:
             self._consumer = standalone_consumer(self._config, self.group_id)
         try:

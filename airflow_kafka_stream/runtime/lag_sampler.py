@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
+from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.kafka.clients import lookup_consumer
 from airflow_kafka_stream.runtime.paced_thread import PacedThread
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,6 @@ class LagSampler:
         shared with the rest of the process outlives the job's topics, and librdkafka 2.16 can crash a
         client that asked about a topic which was deleted and created again (seen in the suite: a
         segfault in ListOffsets from this thread)."""
-        from airflow_kafka_stream.kafka import metadata
-        from airflow_kafka_stream.kafka.clients import lookup_consumer
-
         clients: list = []
 
         def ask(partitions: list[TopicPartition]) -> Mapping[TopicPartition, tuple[int, int]]:

@@ -6,6 +6,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from pyspark import SparkContext
+from pyspark.sql.streaming import StreamingQueryListener
+
 from airflow_kafka_stream.runtime.progress import progress_from_json
 
 log = logging.getLogger(__name__)
@@ -21,9 +24,6 @@ class BatchListener:
     """
 
     def __init__(self, on_batch: Callable[[Any], None]):
-        from pyspark import SparkContext
-        from pyspark.sql.streaming import StreamingQueryListener
-
         outer = self
 
         class ProgressJson:

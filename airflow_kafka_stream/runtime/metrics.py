@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
 from airflow_kafka_stream.core.metrics_settings import CONSOLE, OTLP, PROMETHEUS, MetricsSettings, read_settings
 from airflow_kafka_stream.runtime.metric_values import (
     METRICS,
@@ -36,6 +37,9 @@ from airflow_kafka_stream.runtime.metric_values import (
     partition_lag,
 )
 from airflow_kafka_stream.runtime.run_state import RunState
+
+# Lazy imports: the OpenTelemetry SDK, its exporters and prometheus_client (about 60 ms) are imported only when
+# metrics are configured, and only the exporter the settings name.
 
 log = logging.getLogger(__name__)
 
@@ -340,7 +344,5 @@ class RuntimeMetrics:
         return epoch
 
     def _look_up_newest_savepoint(self) -> float | None:
-        from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
-
         manifests = list_savepoints(self.home.savepoints_url, self.config.storage_options)
         return manifests[-1].created_at.timestamp() if manifests else None

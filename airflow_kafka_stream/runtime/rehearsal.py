@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.rehearsal_copy import RehearsalCopy, copy_for_rehearsal
+from airflow_kafka_stream.checkpoint.state_info import read_state
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, render_offsets_json
 from airflow_kafka_stream.core.rehearsal import (
     FailureKind,
@@ -37,6 +38,7 @@ from airflow_kafka_stream.core.rehearsal import (
     spark_error_line,
     state_failure_reason,
 )
+from airflow_kafka_stream.core.state_metadata import state_differences
 from airflow_kafka_stream.runtime.session import EXECUTOR_GRACE_SECONDS, ExecutorGrace
 from airflow_kafka_stream.source.binding import write_binding
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -152,9 +154,6 @@ def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) ->
 def _compare_state(setup: RehearsalSetup, new_checkpoint: str) -> dict[str, Any]:
     """The stateful operators of the job's checkpoint and of the new version's (from the checkpoint its stateless
     run wrote), and what differs between them; empty when they cannot be read."""
-    from airflow_kafka_stream.checkpoint.state_info import read_state
-    from airflow_kafka_stream.core.state_metadata import state_differences
-
     try:
         old = read_state(setup.checkpoint_url, setup.home.storage_options)
         new = read_state(new_checkpoint, setup.home.storage_options)

@@ -7,7 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 from airflow_kafka_stream.core.spark_settings import with_default_settings
+
+# Lazy imports: source.source (PySpark's Python data source API) waits for a local session to register it: every
+# driver imports this module through the runtime.
 
 #: Where scripts/setup-jvm copies Spark's own Kafka connector (``jvm/spark-kafka/pom.xml``); this variable names
 #: another folder.
@@ -34,7 +39,6 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.master(f"local[{cores}]")

@@ -14,6 +14,7 @@ import os
 import tempfile
 from collections.abc import Callable
 
+from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
 from airflow_kafka_stream.runtime.run_state import RunState
 from airflow_kafka_stream.source.binding import BINDING_OPTION, write_binding
@@ -101,15 +102,11 @@ class SourceSetup:
         The job home is named for fsspec (a local path, ``s3://``); Spark needs ``file://`` (a bare path means
         the cluster's default file system) and ``s3a://``, and the same credentials and endpoint.
         """
-        from airflow_kafka_stream.core.cluster import spark_url
-
         self.set_hadoop_settings()
         return spark_url(str(location or self.run.checkpoint_location), self.config.storage_options)
 
     def set_hadoop_settings(self) -> None:
         """The job home's storage options as the Hadoop settings of Spark's file systems."""
-        from airflow_kafka_stream.core.cluster import hadoop_settings
-
         found = hadoop_settings(self.home.url, self.config.storage_options)
         if found.unmapped:
             log.warning("job %s: storage option(s) %s have no Hadoop counterpart and do not reach Spark; set their "

@@ -22,12 +22,15 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.core.liveness import STALE_AFTER_INTERVALS, Life
 from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.rehearsal import RehearsalResult
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.runtime import rehearsal
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat
 from airflow_kafka_stream.runtime.listener import BatchListener
@@ -134,10 +137,6 @@ class Takeover:
     def rehearse_query(self, writer, rehearsal_sink) -> None:
         """A standby's work before READY: the job's own query rehearsed on a private copy of its state
         (``runtime/rehearsal.py``); raises RehearsalRefused when the verdict does not let this upgrade go on."""
-        from airflow_kafka_stream.core.cluster import spark_url
-        from airflow_kafka_stream.core.rehearsal import RehearsalResult
-        from airflow_kafka_stream.runtime.rehearsal import RehearsalSetup, rehearse
-
         self._read_home()
         asked = self.standby.rehearsal_request()
         generation = self.home.current_generation()
@@ -145,13 +144,13 @@ class Takeover:
             result = RehearsalResult.of({"verdict": "not rehearsed", "reason": "the job has no checkpoint yet"})
         else:
             self.source.set_hadoop_settings()
-            setup = RehearsalSetup(
+            setup = rehearsal.RehearsalSetup(
                 home=self.home, token=self.standby.token, checkpoint_url=self.home.checkpoint_url(generation),
                 binding_file=self.run.binding_file,
                 options=self.source.options_for(self.config.starting_offsets), drop_state=bool(asked.get("drop_state")),
                 timeout_seconds=float(asked.get("timeout_seconds") or 300.0), sink=rehearsal_sink,
                 spark_url=lambda url: spark_url(url, self.config.storage_options))
-            result = rehearse(self.spark, writer, setup)
+            result = rehearsal.rehearse(self.spark, writer, setup)
         log.info("job %s: the standby's rehearsal: %s (%s)", self.config.job_name, result.verdict, result.reason)
         self.standby.note_rehearsal(result.to_dict())
         if not asked.get("check") and not result.acceptable(bool(asked.get("drop_state"))):

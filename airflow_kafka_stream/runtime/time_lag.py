@@ -31,6 +31,9 @@ from airflow_kafka_stream.core.time_lag import (
     partition_seconds,
     time_lag_document,
 )
+from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.kafka.clients import lookup_consumer
+from airflow_kafka_stream.kafka.record_times import RecordTimes
 from airflow_kafka_stream.runtime.paced_thread import PacedThread
 
 log = logging.getLogger(__name__)
@@ -51,17 +54,12 @@ class Looks:
         self._times = None
 
     def highs(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        from airflow_kafka_stream.kafka import metadata
-        from airflow_kafka_stream.kafka.clients import lookup_consumer
-
         if self._lookup is None:
             self._lookup = lookup_consumer(self._config)
         found = metadata.watermarks(self._config, partitions, self._timeout, client=self._lookup)
         return {tp: high for tp, (_low, high) in found.items()}
 
     def _record_times(self):
-        from airflow_kafka_stream.kafka.record_times import RecordTimes
-
         if self._times is None:
             self._times = RecordTimes(self._config, self._timeout)
         return self._times

@@ -12,7 +12,11 @@ from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.ops.watch import look_job
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
+
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poke, so a DAG file's parse does
+# not load it.
 
 
 class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
@@ -61,7 +65,6 @@ class StreamJobStateSensor(JobHomeTask, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.watch import look_job
 
         # A job just submitted may not have created its home yet: no status is a reason to wait, not to fail.
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home(require=False)

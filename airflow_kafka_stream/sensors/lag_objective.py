@@ -18,6 +18,8 @@ from airflow_kafka_stream.tasks.objective_check import UNSET, refuse_bad_objecti
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.lag_objective import StreamLagObjectiveTrigger
 
+# Lazy imports: ops.objective (storage) waits for execute(), so a DAG file's parse does not load it.
+
 
 @refusals_name_parameters
 class StreamLagObjectiveSensor(JobHomeTask, BaseSensorOperator):

@@ -20,12 +20,16 @@ import sys
 from functools import cache
 from types import ModuleType
 
+import confluent_kafka
 import numpy as np
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 
 from airflow_kafka_stream.source.offset_ranges import OffsetRange
 from airflow_kafka_stream.source.partition_polls import Polled
+
+# Lazy imports: the C extension _kafka_arrow, optional (the package may be installed without it): its ImportError
+# selects the Python reader.
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,6 @@ def _unavailable(reason: str) -> tuple[None, str]:
 
 def librdkafka_path() -> str | None:
     """The librdkafka confluent-kafka uses: the copy in its wheel, else the system's."""
-    import confluent_kafka
-
     site = os.path.dirname(os.path.dirname(os.path.abspath(confluent_kafka.__file__)))
     bundled = sorted(glob.glob(os.path.join(site, "confluent_kafka.libs", "librdkafka*.so*")))
     return bundled[0] if bundled else ctypes.util.find_library("rdkafka")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.core.offsets import PartitionOffsets
 from airflow_kafka_stream.spark._alias import reexport
 
@@ -17,8 +18,6 @@ def checkpoint_position(url: str, storage_options: dict | None = None
     """Deprecated: use ``checkpoint.reader.read_started_position``. The last committed batch id, every Kafka
     source's offsets at it, and whether a later batch is in flight; ``(None, None, False)`` before the query
     first wrote the location."""
-    from airflow_kafka_stream.checkpoint.reader import read_started_position
-
     position = read_started_position(url, storage_options)
     if position is None:
         return None, None, False

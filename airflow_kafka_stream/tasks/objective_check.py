@@ -8,6 +8,9 @@ from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.errors import JobStateError
 
+# Lazy imports: ops.objective (storage, fsspec) waits for a check: operators import this module while Airflow
+# parses their DAG file.
+
 #: Rendered values that mean "not given" (a Param left null renders as "None").
 UNSET = (None, "", "None", "null")
 

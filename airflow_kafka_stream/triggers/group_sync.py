@@ -10,6 +10,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poll, so the triggerer and a DAG
+# file's parse do not load it with the trigger.
+
 
 class StreamGroupSyncTrigger(BaseTrigger):
     """Yield one event: ``success`` once group and checkpoint agree on every partition, ``timeout`` otherwise.

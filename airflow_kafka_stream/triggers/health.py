@@ -20,6 +20,9 @@ from airflow_kafka_stream.core.health import HealthSpec
 from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poll, so the triggerer and a DAG
+# file's parse do not load it with the trigger.
+
 
 class StreamJobHealthTrigger(BaseTrigger):
     """Yield one event: ``success`` when the job is healthy, ``failed`` with why when it is not.

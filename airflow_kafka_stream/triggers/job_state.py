@@ -16,7 +16,11 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.core.job_watch import WatchSpec
+from airflow_kafka_stream.ops.watch import look_job
 from airflow_kafka_stream.triggers.polling import poll_until_done
+
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) waits for a poll, so the triggerer and a DAG
+# file's parse do not load it with the trigger.
 
 
 class StreamJobStateTrigger(BaseTrigger):
@@ -76,7 +80,6 @@ class StreamJobStateTrigger(BaseTrigger):
         """One look at the job (blocking: it reads storage), the look every driver of a wait runs
         (``ops.watch.look_job``); an operator that waits in its slot first calls this too."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
-        from airflow_kafka_stream.ops.watch import look_job
 
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home(require=False)
         return look_job(home, self.spec(), self.driver_pid, self.driver_host)

@@ -7,7 +7,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_kafka_stream.core.objective import LagObjective
 from airflow_kafka_stream.triggers.polling import poll_until_done
+
+# Lazy imports: hooks.stream_job (confluent-kafka, the Kafka provider) and ops.objective wait for a poll, so the
+# triggerer and a DAG file's parse do not load them with the trigger.
 
 
 class StreamLagObjectiveTrigger(BaseTrigger):
@@ -44,7 +48,6 @@ class StreamLagObjectiveTrigger(BaseTrigger):
 
     def poll(self) -> dict[str, Any]:
         """One look (blocking: it reads and writes the job home)."""
-        from airflow_kafka_stream.core.objective import LagObjective
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
         from airflow_kafka_stream.ops.objective import look_objective
 

@@ -14,6 +14,9 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job and ops.standby (confluent-kafka, the Kafka provider) wait for a poll, so the
+# triggerer and a DAG file's parse do not load them with the trigger.
+
 
 class StreamStandbyReadyTrigger(BaseTrigger):
     """Yield ``success`` when the standby is READY, ``failed`` when it cannot become so, or ``timeout``.

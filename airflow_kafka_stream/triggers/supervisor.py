@@ -25,6 +25,9 @@ from airflow_kafka_stream.core.job_watch import WaitStatus
 from airflow_kafka_stream.core.watchdog import Action, Policy
 from airflow_kafka_stream.triggers.polling import poll_until_done
 
+# Lazy imports: hooks.stream_job and ops.watchdog (confluent-kafka, the Kafka provider, checkpoint) wait for a
+# poll, so the triggerer and a DAG file's parse do not load them with the trigger.
+
 #: Event statuses: the watchdog must act (restart or give up); the job was stopped on purpose; a look failed.
 DUE, STOPPED, ERROR = "due", "stopped", WaitStatus.ERROR
 
