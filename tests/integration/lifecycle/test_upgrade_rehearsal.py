@@ -28,6 +28,7 @@ from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.upgrade import UpgradeOptions, upgrade
 from airflow_kafka_stream.ops.upgrade_check import check_upgrade
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
+from airflow_kafka_stream.storage.processes import driver_gone
 from tests.integration.airflow.test_airflow_upgrade import APPS
 from tests.integration.cli_helpers import cli_subprocess
 from tests.integration.lifecycle.test_runtime_lifecycle import wait_for
@@ -220,7 +221,9 @@ def test_drop_state_and_compatible_upgrades_go_through_exactly_once(job):
     assert not (job.home / "rehearsals").exists() or not any((job.home / "rehearsals").iterdir())
     assert sorted(p.name for p in (job.output / "totals").iterdir()) == [
         f"generation={g:04d}" for g in range(1, generation + 1)], "no rehearsal wrote to the job's output"
-    # A check changes nothing of a (stopped) job: same checkpoint, job.json, savepoints, output.
+    # A check changes nothing of a (stopped) job: same checkpoint, job.json, savepoints, output. "Stopped" is the
+    # final status; the driver clears its stop request just after, so the digest waits for its process to end.
+    wait_for(lambda: driver_gone(job.status()), "the stopped driver's process to end", 60)
     before, output = home_digest(job.home), home_digest(job.output)
     found = check_upgrade(job.jobhome, Submission("10"), job.launcher(APPS / "totals_key_long.py"), FAST)
     assert found.verdict == "compatible", found
