@@ -52,6 +52,7 @@ OPTION_OF_SETTING = {
     "deploy_mode": "--deploy-mode",
     "executor_environment": "--executor-environment",
     "job_home_shared": "--job-home-shared",
+    "kafka_connector": "--kafka-connector",
     "application": "--application",
     "spark_submit": "--spark-submit",
     "takeover_stopped": "--takeover-stopped",

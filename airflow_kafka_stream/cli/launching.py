@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from airflow_kafka_stream.cli.common import nonempty
+from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
@@ -48,6 +49,10 @@ def add_launch_args(p: argparse.ArgumentParser, *, version_required: bool = True
                    help="the executors' Python on a cluster: packed, an archive, or python:/path/bin/python")
     p.add_argument("--job-home-shared", action="store_true",
                    help="the local job home path is a shared mount seen at the same path on every node")
+    p.add_argument("--kafka-connector", choices=[choice.value for choice in KafkaConnector],
+                   help="where the driver's copy of Spark's Kafka connector (format(\"kafka\")) comes from: auto "
+                        "(default: the installed jars unless Spark already has them), bundled, or provided (the "
+                        "cluster has it); a new version keeps the running version's")
     p.add_argument("--spark-submit", type=nonempty, help="the spark-submit program (default: the one on PATH)")
     p.add_argument("application_args", nargs="*", metavar="-- ARG",
                    help="arguments of --application, after --")
@@ -87,7 +92,8 @@ def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], 
         app_version=args.app_version, application=args.application, application_args=tuple(args.application_args),
         topics=tuple(args.topic), group=args.group, output_path=args.output, starting_offsets=args.starting_offsets,
         spark_conf=dict(args.conf), master=args.master, deploy_mode=args.deploy_mode,
-        executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None)
+        executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None,
+        kafka_connector=args.kafka_connector)
     return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
                            running=running_submission(home) if new_version else None)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from airflow_kafka_stream.cluster.jvm_jars import jvm_jars_folder
 from airflow_kafka_stream.errors import StreamError
-from airflow_kafka_stream.runtime.session import jvm_jars_folder
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 
 from airflow_kafka_stream.core.job_state import JobState
+from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
@@ -69,6 +70,11 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         (YARN, Kubernetes: the driver runs in the cluster, submitted and tracked by SparkSubmitHook).
     :param job_home_shared: declare a local job home path a shared mount seen at the same path on every
         node; without it a local job home is refused for a cluster whose executors run elsewhere.
+    :param kafka_connector: where the driver's copy of Spark's Kafka connector (``format("kafka")``) comes from:
+        ``auto`` (default: the jars installed beside this environment, unless the Spark settings or the Spark
+        installation already bring it), ``bundled`` (always those), ``provided`` (the cluster has it). Default:
+        Airflow's ``[airflow_kafka_stream] kafka_connector`` when set; a new version of a job keeps the running
+        version's choice unless given (docs/cluster.md).
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
@@ -87,8 +93,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
                  deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
                  from_submission: bool = False, executor_environment: str | None = None,
                  deploy_mode: str | None = None, job_home_shared: bool = False,
-                 defer_after_seconds: float | None = None, **kwargs: Any) -> None:
+                 defer_after_seconds: float | None = None, kafka_connector: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.kafka_connector = KafkaConnector.of(kafka_connector).value if kafka_connector else None
         self.defer_after_seconds = defer_after_seconds
         self.from_submission = from_submission
         self.executor_environment = executor_environment
@@ -155,11 +163,17 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             starting_offsets=self.starting_offsets, spark_conf=dict(self.spark_conf or {}),
             master=launcher.master(), deploy_mode=self.deploy_mode, executor_environment=environment,
             job_home_shared=True if self.job_home_shared else None, spark_conn_id=self.spark_conn_id,
-            kafka_conn_id=self.kafka_conn_id)
+            kafka_conn_id=self.kafka_conn_id, kafka_connector=self._kafka_connector())
         running = running_submission(home) if self.starts_a_new_version else None
         submission = plan_submission(request, job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
                                      running=running)
         return home, submission, launcher
+
+    def _kafka_connector(self) -> str | None:
+        """The operator's choice, else the deployment's ``[airflow_kafka_stream] kafka_connector``, else none (a new
+        version keeps the running version's; a first submit takes auto)."""
+        given = self.kafka_connector or conf.get("airflow_kafka_stream", "kafka_connector", fallback=None) or None
+        return KafkaConnector.of(given).value if given else None
 
     def _watch(self, context: Context, submitted: dict[str, Any]) -> Any:
         """Wait (here, then deferred) until the driver that ``submitted`` describes runs with its batches."""

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.storage.files import CLIENT_CONFIG_ENV
 
@@ -46,6 +47,8 @@ class Submission:
     master: str | None = None
     spark_conn_id: str | None = None
     kafka_conn_id: str | None = None
+    #: Where the driver's copy of Spark's Kafka connector comes from (``core.kafka_connector``; None: auto).
+    kafka_connector: str | None = None
 
     def __post_init__(self) -> None:
         if not str(self.app_version or "").strip():
@@ -54,6 +57,8 @@ class Submission:
         object.__setattr__(self, "app_version", str(self.app_version))
         object.__setattr__(self, "application_args", tuple(str(arg) for arg in self.application_args))
         object.__setattr__(self, "spark_conf", {str(k): str(v) for k, v in dict(self.spark_conf).items()})
+        if self.kafka_connector is not None:
+            object.__setattr__(self, "kafka_connector", KafkaConnector.of(self.kafka_connector).value)
 
     @property
     def program(self) -> str:

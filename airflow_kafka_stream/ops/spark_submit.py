@@ -10,6 +10,9 @@ Two ways, chosen by where the driver runs:
   (``waitAppCompletion=false``); the driver's environment reaches it through a properties file (mode
   0600, removed once spark-submit has read it): ``--conf`` values would be visible in the process list.
 
+Spark's own Kafka connector (``core.kafka_connector``) joins ``spark.jars`` from the jars installed here, so that
+the driver's class loader has it from its start and the executors get it from the driver.
+
 The executors' Python environment is declared with ``executor_environment``: ``packed`` (this environment
 packed with :mod:`airflow_kafka_stream.cluster.environment`), the path or URL of such an archive, or
 ``python:/path/bin/python`` for an environment installed at that path on every node. Airflow's launcher
@@ -34,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_kafka_stream.cluster.environment import pack_executor_environment
+from airflow_kafka_stream.cluster.jvm_jars import spark_installation_jars, spark_kafka_jars
 from airflow_kafka_stream.core.cluster import Placement, check_job_home_reach, placement
+from airflow_kafka_stream.core.kafka_connector import connector_jars, with_jars
 from airflow_kafka_stream.core.metrics_settings import read_settings
 from airflow_kafka_stream.core.spark_settings import with_default_settings
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
@@ -62,12 +67,16 @@ class SubmitPlan:
 def plan_submit(*, master: str, deploy_mode: str | None, spark_conf: Mapping[str, Any], kafka: Mapping[str, Any],
                 storage_options: Mapping[str, Any] | None, job_home: str | None, job_home_shared: bool,
                 executor_environment: str | None, name: str, args: Sequence[str],
-                driver_python: str | None = None) -> SubmitPlan:
-    """Decide the submit (no I/O but packing an environment); refuses a job home the cluster cannot share."""
+                driver_python: str | None = None, kafka_connector: str | None = None) -> SubmitPlan:
+    """Decide the submit (no I/O but packing an environment and finding the jars of Spark's Kafka connector);
+    refuses a job home the cluster cannot share."""
     where = placement(master, deploy_mode)
     if job_home is not None:
         check_job_home_reach(job_home, where, job_home_shared)
     conf = with_default_settings({key: str(value) for key, value in spark_conf.items()})
+    conf = with_jars(conf, connector_jars(
+        kafka_connector, conf, spark_kafka_jars(), spark_installation_jars(),
+        driver_in_container=where.driver_elsewhere and where.manager == "kubernetes"))
     kwargs: dict[str, Any] = {"name": name, "application_args": list(args), "deploy_mode": where.deploy_mode}
     archive = _environment(executor_environment, where, conf, driver_python or sys.executable)
     if archive:
@@ -189,7 +198,7 @@ def plan_for(submission: Submission, *, master: str, job_home: str, kafka: Mappi
                        spark_conf=submission.spark_conf, kafka=kafka, storage_options=storage_options,
                        job_home=job_home, job_home_shared=submission.job_home_shared,
                        executor_environment=submission.executor_environment, name=driver_name(job_home),
-                       args=submission.application_args)
+                       args=submission.application_args, kafka_connector=submission.kafka_connector)
 
 
 def start_detached(command: Sequence[str], plan: SubmitPlan, log_path: str,

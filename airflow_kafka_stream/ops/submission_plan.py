@@ -6,7 +6,8 @@ output, Spark settings, where the driver runs); the rest comes from rules that h
 1. No arguments, and no application of the user's own or the example's topics, group and output all given:
    the example pipeline's arguments (a version of the user's own that takes the same arguments drops in).
 2. A new version of a job that has run (an upgrade, a standby): where and how the running version runs
-   carries over unless given (master, deploy mode, executor environment, a shared job home), and given Spark
+   carries over unless given (master, deploy mode, executor environment, a shared job home, where its copy of
+   Spark's Kafka connector comes from), and given Spark
    settings add to or change the running version's. An upgrade of the same program that gives neither an
    application, arguments nor the example's settings starts the running version's application with its
    arguments, the version changed: an upgrade of the same program needs only a version.
@@ -43,6 +44,7 @@ class SubmissionRequest:
     job_home_shared: bool | None = None
     spark_conn_id: str | None = None
     kafka_conn_id: str | None = None
+    kafka_connector: str | None = None
 
     @property
     def names_example_settings(self) -> bool:
@@ -60,7 +62,8 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
     """The submission a start asks for, by the rules of the module docstring (``running``: the running
     version's recorded submission, for a new version of a job that has run)."""
     given: dict = {name: getattr(request, name) for name in (
-        "master", "deploy_mode", "executor_environment", "spark_conn_id", "kafka_conn_id") if getattr(request, name)}
+        "master", "deploy_mode", "executor_environment", "spark_conn_id", "kafka_conn_id", "kafka_connector")
+        if getattr(request, name)}
     if request.job_home_shared is not None:
         given["job_home_shared"] = bool(request.job_home_shared)
     if request.spark_conf:
@@ -68,7 +71,8 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
     if running is not None:
         inherited = {"master": running.master, "deploy_mode": running.deploy_mode,
                      "executor_environment": running.executor_environment,
-                     "job_home_shared": running.job_home_shared, "spark_conf": running.spark_conf}
+                     "job_home_shared": running.job_home_shared, "spark_conf": running.spark_conf,
+                     "kafka_connector": running.kafka_connector}
         given = {**{name: value for name, value in inherited.items() if value}, **given}
         if request.spark_conf:
             given["spark_conf"] = {**running.spark_conf, **request.spark_conf}

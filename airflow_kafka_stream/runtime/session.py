@@ -5,30 +5,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+# jvm_jars_folder, spark_kafka_jars and SPARK_KAFKA_JARS_ENV lived here: imported from here, they keep working.
+from airflow_kafka_stream.cluster.jvm_jars import SPARK_KAFKA_JARS_ENV, jvm_jars_folder, spark_kafka_jars
+from airflow_kafka_stream.core.kafka_connector import with_jars
 from airflow_kafka_stream.core.spark_settings import with_default_settings
+
+__all__ = ["SPARK_KAFKA_JARS_ENV", "executor_count", "is_local", "jvm_jars_folder", "local_session",
+           "spark_kafka_jars"]
 
 # Lazy imports: source.source (PySpark's Python data source API) waits for a local session to register it: every
 # driver imports this module through the runtime.
-
-#: Where scripts/setup-jvm copies Spark's own Kafka connector (``jvm/spark-kafka/pom.xml``); this variable names
-#: another folder.
-SPARK_KAFKA_JARS_ENV = "AKS_SPARK_KAFKA_JARS"
-
-
-def jvm_jars_folder(pom: str, env_var: str) -> Path:
-    """Where scripts/setup-jvm copies the jars that ``jvm/<pom>/pom.xml`` pins (``<environment>/jvm/<pom>``), or
-    the folder the environment variable ``env_var`` names instead."""
-    return Path(os.environ.get(env_var) or Path(sys.prefix) / "jvm" / pom)
-
-
-def spark_kafka_jars() -> list[str]:
-    """The jars of Spark's own Kafka connector (``format("kafka")``) installed beside this environment, or none."""
-    folder = jvm_jars_folder("spark-kafka", SPARK_KAFKA_JARS_ENV)
-    return sorted(str(jar) for jar in folder.glob("*.jar")) if folder.is_dir() else []
 
 
 def local_session(app_name: str, warehouse: str | None = None, cores: str = "*", extra: dict | None = None):
@@ -51,10 +40,7 @@ def local_session(app_name: str, warehouse: str | None = None, cores: str = "*",
     )
     if warehouse:
         builder = builder.config("spark.sql.warehouse.dir", warehouse)
-    settings = dict(extra or {})
-    connector = spark_kafka_jars()
-    if connector:
-        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *connector]))
+    settings = with_jars(extra or {}, spark_kafka_jars())
     for key, value in with_default_settings(settings).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -66,3 +66,16 @@ def test_a_first_start_inherits_nothing():
     found = plan(None, **EXAMPLE)
     assert (found.deploy_mode, found.executor_environment, found.job_home_shared, found.spark_conf) == (
         None, None, False, {})
+
+
+def test_a_new_version_keeps_where_its_kafka_connector_comes_from_unless_given():
+    running = Submission("1", "/apps/mine.py", kafka_connector="provided")
+    assert plan(running).kafka_connector == "provided"
+    assert plan(running, kafka_connector="bundled").kafka_connector == "bundled"
+    assert plan(None, application="/apps/mine.py").kafka_connector is None  # auto
+
+
+def test_a_recorded_kafka_connector_replays_and_an_unknown_one_is_refused():
+    assert Submission.from_record(Submission("1", kafka_connector="Bundled").to_record()).kafka_connector == "bundled"
+    with pytest.raises(InvalidInputError, match="kafka_connector 'maven' is not one of"):
+        Submission("1", kafka_connector="maven")

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.ops.launcher import CLIENT_CONFIG_ENV, Submission
-from airflow_kafka_stream.ops.spark_submit import SparkSubmitLauncher, plan_submit, render_properties
+from airflow_kafka_stream.ops.spark_submit import SparkSubmitLauncher, plan_for, plan_submit, render_properties
 from airflow_kafka_stream.storage.files import STORAGE_OPTIONS_ENV
 from tests.airflow_helpers import set_connection
 
@@ -215,3 +215,70 @@ def test_the_submit_operator_refuses_bad_metrics_settings_before_launching(monke
     assert named in str(refused.value) and where in str(refused.value), (why, str(refused.value))
     assert "nothing was launched" in str(refused.value)
     assert not home.exists(), "no job home was made"
+
+
+@pytest.fixture
+def installed_connector(monkeypatch, tmp_path):
+    """Spark's Kafka connector installed beside the environment (two jars) and a Spark installation without it."""
+    connector, spark = tmp_path / "spark-kafka", tmp_path / "spark"
+    for folder, names in ((connector, ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar")),
+                          (spark / "jars", ("spark-core_2.13-4.2.0.jar",))):
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_bytes(b"PK")
+    monkeypatch.setenv("AKS_SPARK_KAFKA_JARS", str(connector))
+    monkeypatch.setenv("SPARK_HOME", str(spark))
+    return sorted(str(jar) for jar in connector.iterdir())
+
+
+@pytest.mark.parametrize(("master", "mode"), [("local[2]", None), ("spark://127.0.0.1:7077", None),
+                                               ("yarn", "cluster")])
+def test_every_launch_gets_the_installed_connector_after_the_users_own_jars(monkeypatch, installed_connector,
+                                                                            master, mode):
+    planned = plan_submit(master=master, deploy_mode=mode, spark_conf={"spark.jars": "/apps/udfs.jar"}, kafka=KAFKA,
+                          storage_options=None, job_home="s3://bucket/jobs/a", job_home_shared=False,
+                          executor_environment=None, name="stream-a", args=[])
+    expected = ",".join(["/apps/udfs.jar", *installed_connector])
+    assert planned.hook_kwargs["conf"]["spark.jars"] == expected
+    assert f"spark.jars={expected}" in command(monkeypatch, master, mode, planned), "through SparkSubmitHook"
+    direct = SparkSubmitLauncher("s3://bucket/jobs/a", master, KAFKA).command(planned, master, "/apps/job.py")
+    assert f"spark.jars={expected}" in direct, "through spark-submit directly"
+
+
+def test_a_recorded_choice_is_what_each_replay_launches_with(installed_connector):
+    def jars(submission: Submission) -> str | None:
+        return plan_for(submission, master="local[2]", job_home="/jobs/a", kafka=KAFKA,
+                        storage_options=None).hook_kwargs["conf"].get("spark.jars")
+
+    assert jars(Submission("1")) == ",".join(installed_connector), "auto (an older record names no choice)"
+    assert jars(Submission("1", kafka_connector="provided")) is None
+    theirs = {"spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"}
+    assert jars(Submission("1", spark_conf=theirs)) is None, "auto: Spark's settings already bring it"
+
+
+def test_bundled_without_installed_jars_is_refused_before_any_launch(monkeypatch, tmp_path):
+    monkeypatch.setenv("AKS_SPARK_KAFKA_JARS", str(tmp_path / "nothing-here"))
+    with pytest.raises(InvalidInputError, match="are not installed here") as refused:
+        plan_for(Submission("1", kafka_connector="bundled"), master="local[2]", job_home="/jobs/a", kafka=KAFKA,
+                 storage_options=None)
+    assert refused.value.setting == "kafka_connector"
+
+
+def test_the_submit_operator_takes_the_deployments_connector_choice_and_refuses_an_unknown_one(monkeypatch, tmp_path):
+    """``[airflow_kafka_stream] kafka_connector`` is the default of every submit; a bad word is refused at once,
+    naming the parameter, and nothing is launched."""
+    from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
+    from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+
+    set_connection(monkeypatch, "spark_default", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    set_connection(monkeypatch, "kafka_default", json.dumps({"conn_type": "kafka",
+                                                             "extra": {"bootstrap.servers": "b:9"}}))
+    monkeypatch.setattr(AirflowSparkLauncher, "launch", lambda *a, **k: pytest.fail("a driver was launched"))
+    job = {"task_id": "submit", "job_home": str(tmp_path / "home"), "app_version": "1", "topics": ["orders"],
+           "group": "g", "output_path": str(tmp_path / "out")}
+    monkeypatch.setenv("AIRFLOW__AIRFLOW_KAFKA_STREAM__KAFKA_CONNECTOR", "provided")
+    assert StreamSubmitOperator(**job)._launch_plan()[1].kafka_connector == "provided"
+    assert StreamSubmitOperator(**job, kafka_connector="bundled")._launch_plan()[1].kafka_connector == "bundled"
+    with pytest.raises(InvalidInputError, match="kafka_connector 'maven' is not one of") as refused:
+        StreamSubmitOperator(**job, kafka_connector="maven")
+    assert refused.value.setting == "kafka_connector"
