@@ -63,13 +63,17 @@ def batch_durations(checkpoint: Path, start: float, end: float) -> list[float]:
     return found
 
 
-def savepoints_back_to_back(home: str, until: float) -> int:
+def savepoints_back_to_back(home: str, until: float, seconds: list[float] | None = None) -> int:
+    """Live savepoints one after the other until ``until``; each one's duration goes to ``seconds``."""
     from airflow_kafka_stream.ops import savepoints
     from airflow_kafka_stream.storage.jobhome import JobHome
 
     taken = 0
     while time.time() < until:
+        started = time.monotonic()
         savepoints.create(JobHome(home))
+        if seconds is not None:
+            seconds.append(time.monotonic() - started)
         taken += 1
     return taken
 
@@ -109,13 +113,13 @@ def main() -> int:
             wait_running(home, proc, batches=SETTLE_BATCHES)
             checkpoint = Path(JobHome(home).checkpoint_url())
             durations: dict[str, list[float]] = {"bare": [], "live": []}
-            ratios, taken = [], 0
+            ratios, taken, took = [], 0, []
             for _ in range(ROUNDS):
                 medians = {}
                 for phase in ("bare", "live"):
                     start = time.time()
                     if phase == "live":
-                        taken += savepoints_back_to_back(home, start + PHASE_SECONDS)
+                        taken += savepoints_back_to_back(home, start + PHASE_SECONDS, took)
                     else:
                         time.sleep(PHASE_SECONDS)
                     found = batch_durations(checkpoint, start, time.time())
@@ -132,8 +136,9 @@ def main() -> int:
             bare, live = statistics.median(durations["bare"]), statistics.median(durations["live"])
             print(f"# {STORE} state, {ROUNDS} rounds of {PHASE_SECONDS:.0f} s phases: {len(durations['bare'])} "
                   f"batches without savepoints (median {bare * 1000:.0f} ms), {len(durations['live'])} with "
-                  f"{taken} live savepoints taken back to back (median {live * 1000:.0f} ms); per-round ratios "
-                  f"{[round(r, 3) for r in ratios]}")
+                  f"{taken} live savepoints taken back to back (median {live * 1000:.0f} ms; a savepoint took "
+                  f"{statistics.median(took or [0.0]):.2f} s, median); per-round ratios {[round(r, 3) for r in ratios]}",
+                  file=sys.stderr)
             print(f"live_savepoint_batch_slowdown: {live / bare:.3f}")
         finally:
             stop.set()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
+from types import SimpleNamespace
 
 import fsspec
 import pytest
@@ -59,3 +61,34 @@ def test_a_copy_that_fails_half_way_leaves_no_target(tmp_path):
     with pytest.raises(OSError, match="connection reset"):
         file_copy._copy_local(FailingRead(), str(target))
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_paced_copy_rests_in_proportion_to_its_work_and_copies_the_same_bytes(tmp_path, monkeypatch):
+    """A copy of a running job's checkpoint works ``share`` of its time: after each chunk and after the file it
+    sleeps (1 - share) / share of the work since its last rest."""
+    clock = {"now": 0.0}
+    slept: list[float] = []
+    monkeypatch.setattr(file_copy, "time", SimpleNamespace(monotonic=lambda: clock["now"], sleep=slept.append))
+    monkeypatch.setattr(file_copy, "CHUNK_BYTES", 4)
+    reads = iter([0.2, 0.2, 0.0])
+
+    class Timed(io.BytesIO):
+        def read(self, size: int = -1) -> bytes:
+            clock["now"] += next(reads)  # each read is work that takes time
+            return super().read(size)
+
+    fs = fsspec.filesystem("file")
+    monkeypatch.setattr(fs, "open", lambda path, mode="rb": Timed(b"12345678"))
+    pace = file_copy.Pace(1 / 3)
+    digest = file_copy.copy_file(fs, "/checkpoint/state/1.delta", fsspec.filesystem("file"), str(tmp_path / "copy"),
+                                 pace)
+    assert (tmp_path / "copy").read_bytes() == b"12345678" and digest == hashlib.sha256(b"12345678").hexdigest()
+    assert [round(s, 6) for s in slept] == [0.4, 0.4, 0.0], "twice each chunk's work, at a third; then the close"
+    assert round(pace.rested, 6) == 0.8
+    assert file_copy.UNPACED.rested == 0.0
+
+
+@pytest.mark.parametrize("share", [0.0, 1.5, -1.0])
+def test_a_share_outside_zero_to_one_is_refused(share):
+    with pytest.raises(ValueError, match="share of the time"):
+        file_copy.Pace(share)
