@@ -171,9 +171,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
     def _kafka_connector(self) -> str | None:
         """The operator's choice, else the deployment's ``[airflow_kafka_stream] kafka_connector``, else none (a new
-        version keeps the running version's; a first submit takes auto)."""
-        given = self.kafka_connector or conf.get("airflow_kafka_stream", "kafka_connector", fallback=None) or None
-        return KafkaConnector.of(given).value if given else None
+        version keeps the running version's; a first submit takes auto). Submission refuses a word that is no choice, naming the setting."""
+        return self.kafka_connector or conf.get("airflow_kafka_stream", "kafka_connector", fallback=None) or None
 
     def _watch(self, context: Context, submitted: dict[str, Any]) -> Any:
         """Wait (here, then deferred) until the driver that ``submitted`` describes runs with its batches."""
