@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,9 +249,16 @@ def _server_properties(node: KafkaNode, members: list[KafkaNode], workdir: Path)
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def _cluster_id() -> str:
-    """A cluster id as Kafka's ``StorageTool random-uuid`` makes one (16 random bytes, URL-safe base64), without a JVM."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+def _cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A cluster id as Kafka's ``StorageTool random-uuid`` makes one (16 random bytes, URL-safe base64), without a JVM.
+
+    Like Kafka's ``Uuid.randomUuid``, an id starting with ``-`` is drawn again: one in 64 does, and the storage
+    tool's argument parser takes such a value for an option ("argument --cluster-id/-t: expected one argument").
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_bytes()).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _run_tool(java: str, jars: Path, workdir: Path, args: list[str]) -> str:
