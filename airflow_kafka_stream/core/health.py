@@ -14,8 +14,8 @@ in. Rules, checked in order; the first that applies decides:
    start. Where that start is not known, the lag is not known either (None)
    and never counts as caught up: a drop-state generation whose first batch
    was still running once passed as "no input" while records waited.
-3. If records waited for a whole ``window_seconds`` while it ran and no batch
-   was committed, it consumes nothing: unhealthy (whether or not it reached
+3. If records waited at any look and for a whole ``window_seconds`` after it
+   no batch was committed, it consumes nothing: unhealthy (whether or not it reached
    ``min_batches``). Before its run's first batch the wait is
    ``startup_seconds`` instead (when longer): a fresh driver's first batch pays
    for the JVM, the Python workers and often a backlog, and is no stall.
@@ -186,17 +186,25 @@ def _idle(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
 
 
 def _consumes_nothing(samples: Sequence[LagSample], spec: HealthSpec) -> Verdict | None:
-    """Records waited for a whole window and not one batch was committed."""
+    """Records waited at some look, and for a whole window (before the run's first batch: ``startup_seconds``)
+    after it not one batch was committed.
+
+    Any look with records waiting may start that wait, not only the first: a new version that took over a
+    drained job is often first seen at lag 0, before the next record arrives, and a stall found only from the
+    first look was then found only at the gate's deadline (a stalled upgrade waited out its 180 s timeout, not
+    its 30 s start-up grace).
+    """
     if not samples:
         return None
-    first, last = samples[0], samples[-1]
-    wait = spec.window_seconds if first.batches > 0 else max(spec.window_seconds, spec.startup_seconds)
-    if (last.at - first.at).total_seconds() < max(wait, 1.0):
-        return None
-    if first.lag is not None and first.lag > 0 and last.batches <= first.batches:
-        return Verdict(WaitStatus.FAILED, f"the job is RUNNING but committed no batch in "
-                                       f"{(last.at - first.at).total_seconds():.0f}s while {first.lag} record(s) "
-                                       "wait: it consumes nothing")
+    last = samples[-1]
+    for waiting in samples:
+        wait = spec.window_seconds if waiting.batches > 0 else max(spec.window_seconds, spec.startup_seconds)
+        waited = (last.at - waiting.at).total_seconds()
+        if waited < max(wait, 1.0):
+            continue  # later looks have waited less; one with more batches may still have a shorter wait
+        if waiting.lag is not None and waiting.lag > 0 and last.batches <= waiting.batches:
+            return Verdict(WaitStatus.FAILED, f"the job is RUNNING but committed no batch in {waited:.0f}s while "
+                                           f"{waiting.lag} record(s) wait: it consumes nothing")
     return None
 
 

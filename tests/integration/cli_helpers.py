@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,6 +261,29 @@ def cli_subprocess(*argv: str, timeout: float = 60.0) -> subprocess.CompletedPro
     """Run the installed console script as a user would."""
     return subprocess.run([CONSOLE_SCRIPT, *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
+
+
+#: Quick gates for a test's upgrade: a fresh first batch may be slow, after it 10 s of lag not growing is healthy.
+FAST_UPGRADE = ("--health-batches", "1", "--health-window", "10", "--health-startup", "90", "--health-timeout",
+                "180", "--stop-timeout", "60", "--start-timeout", "300", "--standby-timeout", "300")
+
+
+def run(*argv: str, timeout: float = 600.0) -> tuple[int, str, str]:
+    """The console script's exit code, standard output and standard error."""
+    done = cli_subprocess(*argv, timeout=timeout)
+    return done.returncode, done.stdout, done.stderr
+
+
+def wait_running(home: Path, version: str, pid_not: int | None = None, timeout: float = 240.0) -> dict:
+    """The status once ``version`` runs in a driver other than ``pid_not`` and has committed a batch."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = JobHome(str(home)).status() or {}
+        if (status.get("state") == "RUNNING" and JobHome(str(home)).spec().get("version") == version
+                and (status.get("batches_this_run") or 0) >= 1 and status.get("pid") != pid_not):
+            return status
+        time.sleep(1)
+    raise AssertionError(f"version {version} is not running with a batch: {JobHome(str(home)).status()}")
 
 
 def nested(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -1,9 +1,9 @@
 """The example DAGs end to end with real Airflow, real spark-submit drivers and a real broker.
 
 One job, fed continuously, goes through stream_submit (v1), stream_upgrade through a warm standby to a
-healthy v2, an upgrade to a v3 whose standby cannot start (the upgrade fails before any downtime, v2 runs on
-untouched), one to a v4 that takes over and consumes nothing (rolled back to v2 from its pre-upgrade
-savepoint), and stream_stop. Record by record, nothing is lost or duplicated.
+healthy v2, an upgrade to a v3 that takes over and consumes nothing (rolled back to v2 from its pre-upgrade
+savepoint), and stream_stop. Record by record, nothing is lost or duplicated. (An upgrade whose standby fails
+ends before any stop with the job untouched: test_airflow_upgrade_check drives that through the same DAG.)
 """
 
 from __future__ import annotations
@@ -101,22 +101,10 @@ def test_upgrade_succeeds_and_rolls_back_failed_versions_exactly_once(tmp_path, 
         pinned = [r["args"] for r in JobHome(str(home)).history() if r["operation"] == "savepoint-pin"]
         assert pinned[-1] == {"savepoint": first_savepoint, "reason": "upgrade to version 2 may roll back to it"}
 
-        # A standby that cannot start: nothing stops, nothing is saved, v2 runs on as it ran.
-        before = JobHome(str(home)).status()
-        savepoints = sorted(p.name for p in (home / "savepoints").iterdir())
-        broken = run_dag("stream_upgrade", path=upgrade, conf={**job, **fast, "new_version": "3",
-                                                               "application": str(APPS / "broken_version.py")})
-        assert (broken.tasks["upgrade.start_standby"], broken.tasks["upgrade.outcome"]) == ("failed", "failed")
-        assert broken.tasks["upgrade.stop_with_savepoint"] == "upstream_failed", broken.tasks
-        status = JobHome(str(home)).status()
-        assert (status["state"], status["pid"], status["generation"], status["query_id"]) == (
-            "RUNNING", before["pid"], before["generation"], before["query_id"])
-        assert sorted(p.name for p in (home / "savepoints").iterdir()) == savepoints
-
         # A standby that takes over and consumes nothing fails the health gate: the normal rollback.
         # Its first batch never ends, so the gate waits out the startup grace: 30 s is enough to tell.
         failed = run_dag("stream_upgrade", path=upgrade, conf={**job, **fast, "health_startup_seconds": 30,
-                                                               "new_version": "4",
+                                                               "new_version": "3",
                                                                "application": str(APPS / "stalled_version.py")})
         assert (failed.tasks["upgrade.start_standby"], failed.tasks["upgrade.health_gate"]) == ("success", "failed")
         assert failed.tasks["upgrade.outcome"] == "failed", failed.tasks

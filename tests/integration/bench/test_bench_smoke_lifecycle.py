@@ -1,8 +1,8 @@
 """The benchmarks of the job's lifecycle (upgrade, watchdog, cluster) still run.
 
 The cluster's runs in its smoke mode (see test_bench_smoke.py). The upgrade's and the watchdog's smoke runs take
-three minutes each on two cores, for code paths the lifecycle tests already drive end to end (test_cli_lifecycle,
-test_airflow_upgrade, test_airflow_watchdog, test_front_ends_agree): the suite only imports them, which finds what
+three minutes each on two cores, for code paths the lifecycle tests already drive end to end (test_front_ends_agree,
+test_airflow_upgrade, test_airflow_watchdog): the suite only imports them, which finds what
 breaks them most often (a function they call renamed or moved). ``bench/run --smoke upgrade watchdog`` runs them.
 """
 

@@ -1,10 +1,16 @@
 """The command line and Airflow are two front-ends of one lifecycle engine: the same steps write the same
 history records and reach the same outcome.
 
-Two jobs over two topics fed alike go through submit v1 → upgrade to v2 through a warm standby →
-``kill -9`` of the driver → a watchdog pass → stop with a savepoint: one from the terminal, one through
+Two jobs over two topics fed alike go through submit v1 (twice: the retry finds the driver) → upgrade to v2
+through a warm standby → ``kill -9`` of the driver → a watchdog pass that restarts it and one that finds
+nothing to do → stop with a savepoint: one from the terminal, one through
 the example DAGs (``dag.test()``). Their histories, operation by operation and result by result, are the
 same, and both end STOPPED at version 2 with a savepoint and every record written once.
+
+The terminal's half is also the command line's lifecycle test: each command's ``--json`` answer, a retried
+submit that finds the running driver, a watchdog pass that finds nothing to do, and no secret of
+``--command-config`` in a process argument, the job home or the output. (A cold upgrade rolled back is the
+same engine's path; the full stack drives it in test_airflow_stack.)
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ import pytest
 
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
-from tests.integration.airflow.test_airflow_submit import drivers_of, kill_drivers
+from tests.integration.airflow.test_airflow_submit import all_process_arguments, drivers_of, kill_drivers
 from tests.integration.airflow.test_airflow_upgrade import Feeder, example_dag, output_ids
-from tests.integration.cli.test_cli_lifecycle import FAST_UPGRADE, run, wait_running
+from tests.integration.cli_helpers import FAST_UPGRADE, run, wait_running
 from tests.kafka_utils import create_topic, unique, watermarks
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
+SECRET = "pw-" + "Lc4Tz"
 FAST = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 90, "stop_timeout_seconds": 60,
         "health_timeout_seconds": 180}
 
@@ -49,20 +56,41 @@ def from_the_terminal(work: Path, bootstrap: str, topic: str) -> dict:
     home, output = work / "home", work / "out"
     config = work / "client.properties"
     work.mkdir(parents=True)
-    config.write_text(f"bootstrap.servers={bootstrap}\n")
+    config.write_text(f"bootstrap.servers={bootstrap}\nsasl.username=svc-stream\nsasl.password={SECRET}\n")
     job = ("--job-home", str(home), "--command-config", str(config))
-    code, _out, err = run("submit", *job, "--app-version", "1", "--topic", topic, "--group", unique("fe-cli"),
-                          "--output", str(output), "--master", "local[2]")
+    example = ("--topic", topic, "--group", unique("fe-cli"), "--output", str(output), "--master", "local[2]")
+    code, out, err = run("submit", *job, *example, "--app-version", "1", "--json")
     assert code == 0, err
-    code, _out, err = run("upgrade", *job, "--app-version", "2", *FAST_UPGRADE)
+    submitted = json.loads(out)
+    assert submitted["action"] == "launched" and submitted["job"]["state"] == "RUNNING"
+    assert SECRET.encode() not in all_process_arguments(), "the secret is in a process's arguments"
+    code, out, err = run("submit", *job, *example, "--app-version", "1", "--json", "--no-wait")
+    assert (code, json.loads(out)["action"]) == (0, "already-running"), err
+
+    code, out, err = run("upgrade", *job, "--app-version", "2", "--json", *FAST_UPGRADE)
     assert code == 0, err
+    upgraded = json.loads(out)
+    assert (upgraded["upgraded"], upgraded["version"], upgraded["previous_version"]) == (True, "2", "1")
     before = wait_running(home, "2")
+    assert not json.loads((home / "control" / "pins.json").read_text()), "a decided upgrade unpins"
+
     killed(home)
     code, out, err = run("watchdog", *job, "--json")
-    assert code == 0 and json.loads(out)["action"] == "restart", out + err
-    wait_running(home, "2", pid_not=before["pid"])
-    return {"home": home, "output": output, "stop": lambda: run("stop", "--job-home", str(home), "--savepoint",
-                                                                 "--json")}
+    assert code == 0, out + err
+    watched = json.loads(out)
+    assert watched["action"] == "restart" and watched["restarted"]["action"] == "launched", watched
+    restarted = wait_running(home, "2", pid_not=before["pid"])
+    assert restarted["generation"] == before["generation"], "a restart resumes the same checkpoint"
+    code, out, err = run("watchdog", *job, "--json")
+    assert (code, json.loads(out)["action"]) == (0, "nothing"), err
+
+    def stop() -> None:
+        code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
+        assert code == 0, err
+        stopped = json.loads(out)
+        assert stopped["state"] == "STOPPED" and stopped["savepoint"]["id"] and stopped["app_version"] == "2"
+
+    return {"home": home, "output": output, "stop": stop}
 
 
 def from_airflow(work: Path, bootstrap: str, topic: str, monkeypatch) -> dict:
@@ -72,6 +100,8 @@ def from_airflow(work: Path, bootstrap: str, topic: str, monkeypatch) -> dict:
     job = {"job_home": str(home), "topics": [topic], "group": unique("fe-af"), "output_path": str(output)}
     submitted = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
     assert submitted.tasks == {"submit": "success"}
+    again = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
+    assert again.xcom("submit", key="submit")["action"] == "already-running", again.xcoms
     upgraded = run_dag("stream_upgrade", path=example_dag("stream_upgrade"), conf={**job, **FAST, "new_version": "2"})
     assert upgraded.tasks["upgrade.outcome"] == "success", upgraded.tasks
     before = wait_running(home, "2")
@@ -79,6 +109,8 @@ def from_airflow(work: Path, bootstrap: str, topic: str, monkeypatch) -> dict:
     watched = run_dag("stream_watchdog", path=example_dag("stream_watchdog"), conf={"job_home": str(home)})
     assert watched.xcom("watchdog")["action"] == "restart", watched.xcoms
     wait_running(home, "2", pid_not=before["pid"])
+    watched = run_dag("stream_watchdog", path=example_dag("stream_watchdog"), conf={"job_home": str(home)})
+    assert watched.xcom("watchdog")["action"] == "nothing", watched.xcoms
     return {"home": home, "output": output, "stop": lambda: run_dag(
         "stream_stop", path=example_dag("stream_stop"), conf={"job_home": str(home)})}
 
@@ -111,4 +143,10 @@ def test_the_terminal_and_airflow_write_the_same_history_and_reach_the_same_outc
         assert (home.status()["state"], home.spec()["version"]) == ("STOPPED", "2"), name
         assert any((job["home"] / "savepoints").iterdir()), name
         ids = output_ids(job["output"])
-        assert len(ids) == len(set(ids)) and set(ids) == {f"e{i}" for i in range(sent[name])}, name
+        assert len(ids) == len(set(ids)), f"{name}: a record was written twice"
+        assert set(ids) == {f"e{i}" for i in range(sent[name])}, f"{name}: a record was lost"
+    cli_home = jobs["cli"]["home"]
+    for name in ("job.json", "status.json", "history.jsonl"):
+        assert SECRET not in (cli_home / name).read_text(), name
+    for record in (cli_home / "submissions").iterdir():
+        assert SECRET not in record.read_text(), record.name

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer
 
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
-from tests.integration.cli.test_cli_lifecycle import run
+from tests.integration.cli_helpers import run
 from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration

@@ -63,6 +63,16 @@ CASES = [
     ("stalled-before-first-batch", status(batches=0), samples((0, 10, 0), (150, 12, 0), (300, 12, 0)), False,
      WaitStatus.FAILED, "consumes nothing", "records waiting and no first batch for startup_seconds: no need to wait "
      "out the deadline"),
+    ("stalled-after-a-quiet-first-look", status(batches=0), samples((0, 0, 0), (4, 10, 0), (150, 12, 0),
+                                                                    (304, 12, 0)),
+     False, WaitStatus.FAILED, "consumes nothing", "a version that took over a drained job is first seen at lag 0; "
+     "records waiting from the next look on and no first batch for startup_seconds is the stall (it was found only "
+     "at the deadline when the first look alone could start the wait)"),
+    ("stalled-after-unknown-looks", status(batches=0), samples((0, None, 0), (4, 10, 0), (304, 10, 0)), False,
+     WaitStatus.FAILED, "consumes nothing", "looks whose lag was not known yet cannot start the wait; the first "
+     "look with records waiting does"),
+    ("first-batch-after-a-quiet-look", status(batches=1), samples((0, 0, 0), (4, 10, 0), (304, 12, 1)), False,
+     WaitStatus.WAITING, "1 batch", "a batch committed after the records arrived: no stall, whichever look saw them"),
     ("stalled-after-batches", status(batches=2), samples((0, 10, 2), (30, 12, 2)), False, WaitStatus.FAILED,
      "consumes nothing", "once it committed batches, a whole window without one is a stall; the start-up grace "
      "is over"),
