@@ -66,7 +66,7 @@ atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 #: module at a time each (``--dist loadfile``); starting these first keeps one of them from running alone at the
 #: end while the other worker idles.
 SLOW_MODULES_FIRST = ("test_bench_smoke_lifecycle", "test_cluster_job", "test_airflow_upgrade", "test_front_ends_agree", "test_airflow_stack", "test_standby",
-                      "test_airflow_watchdog", "test_airflow_supervisor", "test_exactly_once", "test_example_pipeline_ops",
+                      "test_airflow_watchdog", "test_exactly_once", "test_example_pipeline_ops",
                       "test_airflow_job_ops", "test_big_partitions", "test_bench_smoke", "test_broker_failover",
                       "test_health_gate", "test_kafka_connector_on_drivers", "test_reset_oracle")
 
@@ -201,7 +201,9 @@ def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
              "AIRFLOW_CONN_SPARK_DEFAULT": _json.dumps({"conn_type": "spark", "host": "local[2]"}),
              # Every wait defers after one look, so the test sees each of them in the triggerer (by default a
              # stop or a handover that ends within seconds ends in its slot, shown by tests/unit/airflow/test_waiting.py).
-             "AIRFLOW__AIRFLOW_KAFKA_STREAM__DEFER_AFTER_SECONDS": "0"}
+             "AIRFLOW__AIRFLOW_KAFKA_STREAM__DEFER_AFTER_SECONDS": "0",
+             # One restart allowed by stream_supervisor: the supervisor test's second crash is the loop given up on.
+             "STREAM_SUPERVISOR_MAX_RESTARTS": "1"}
     stack = start_airflow_stack(home, ROOT / "dags", extra_env=extra)
     try:
         yield stack
