@@ -75,10 +75,11 @@ Target = str | Callable[[int], str]
 DEFAULT_ATTEMPTS = 4
 #: Pause between attempts (a new batch or the maintenance's next pass settles what changed).
 RETRY_PAUSE_SECONDS = 0.5
-#: The share of its time a copy of a running job's checkpoint works; it rests the rest (``file_copy.Pace``). On two
-#: cores, savepoints taken back to back slowed the job's batches by 23% working all the time, by 11-16% at half and
-#: 11% at a third, while each savepoint took 0.08, 0.3-0.4 and 0.6 s: half is the default (docs/savepoints.md).
-LIVE_COPY_SHARE = 0.5
+#: The share of its time a live savepoint's copy of a running job's checkpoint works; it rests the rest
+#: (``file_copy.Pace``). On two cores, savepoints taken back to back slowed the job's batches by 23% working all the
+#: time, by 11-16% at half, 11% at a third and 5% at a quarter, while each savepoint took 0.08, 0.3-0.4, 0.6 and
+#: 0.6 s (docs/savepoints.md): a quarter keeps the bar of 10%. An upgrade's rehearsal copies at its own share.
+LIVE_COPY_SHARE = 0.25
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ from airflow_kafka_stream.core.kafka_sources import KafkaSources
 from airflow_kafka_stream.core.offsets import PartitionOffsets
 from airflow_kafka_stream.errors import JobStateError
 
+#: The share of its time the rehearsal's copy works (``file_copy.Pace``). Higher than a live savepoint's: the copy
+#: is on an upgrade's path, counted in its rehearsal's time limit, and made once per upgrade, not back to back.
+REHEARSAL_COPY_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class RehearsalCopy:
@@ -33,11 +37,12 @@ def copy_for_rehearsal(checkpoint_url: str, target_url: str, storage_options: di
     if position.batch_id is None:
         raise JobStateError(f"{checkpoint_url}: no committed batch yet, nothing to rehearse on")
     if position.batch_id == 0:
-        made = copy_live_checkpoint(checkpoint_url, target_url, storage_options, batch_id=0)
+        made = copy_live_checkpoint(checkpoint_url, target_url, storage_options, batch_id=0,
+                                    share=REHEARSAL_COPY_SHARE)
         offsets = _kafka(made.offsets.source_lines)
         return RehearsalCopy(target_url, None, offsets, offsets)
     made = copy_live_checkpoint(checkpoint_url, target_url, storage_options, batch_id=position.batch_id - 1,
-                                next_offsets=True)
+                                next_offsets=True, share=REHEARSAL_COPY_SHARE)
     end = _kafka(made.next_offsets.source_lines) if made.next_offsets is not None else {}
     return RehearsalCopy(target_url, made.batch_id + 1, _kafka(made.offsets.source_lines), end)
 
