@@ -25,6 +25,7 @@ before a run is triggered, so scheduled example DAGs do not start by themselves.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -302,7 +303,7 @@ def _wait_healthy(stack: AirflowStack, timeout: float) -> None:
                 raise StackError(f"airflow {name} exited with {proc.returncode}: {stack.log_tail(name)}")
         try:
             status, health = stack.request("GET", "/api/v2/monitor/health", token=None)
-        except OSError:
+        except (OSError, http.client.HTTPException):  # not listening yet, or cut off while starting
             status = None
         if status == 200 and all((health.get(part) or {}).get("status") == "healthy"
                                  for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")) \

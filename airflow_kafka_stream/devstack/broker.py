@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -48,11 +49,46 @@ logger.kafka.level = WARN
 """
 
 
+#: The lowest port a local server is given: above the well-known and most registered services' ports.
+LOWEST_SERVER_PORT = 10000
+
+
 def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket() as sock:
+    """A free TCP port on the loopback interface for a server started next, below the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` or for an outgoing connection comes from the ephemeral range
+    (``net.ipv4.ip_local_port_range``), so between this call and the server's own bind (an Airflow component or a
+    JVM takes seconds to get there) any process of the host could take the same port: a test run of three workers
+    met a Spark driver's listener where its Airflow api-server was to be. A random free port below that range is
+    taken by nobody who does not ask for it by number.
+    """
+    low = _ephemeral_ports()[0]
+    if low > LOWEST_SERVER_PORT + 100:
+        for _ in range(50):
+            port = random.randrange(LOWEST_SERVER_PORT, low)
+            if _bindable(port):
+                return port
+    with socket.socket() as sock:  # no room below the ephemeral range: any free port
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux's default when it cannot be read)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def broker_jars() -> Path:

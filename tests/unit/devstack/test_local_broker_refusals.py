@@ -49,3 +49,14 @@ def test_a_cluster_id_never_starts_with_a_dash():
     cluster_id = broker._cluster_id(lambda: next(draws))
     assert cluster_id == "A" * 22
     assert broker._cluster_id() and not broker._cluster_id().startswith("-")
+
+
+def test_a_free_port_for_a_server_is_below_the_kernels_ephemeral_range():
+    """Ports the kernel hands out (bind(0), outgoing connections) come from its ephemeral range: a server's port
+    chosen there could be taken by any process before the server binds it."""
+    low, _high = broker._ephemeral_ports()
+    ports = {broker.free_port() for _ in range(20)}
+    assert all(broker.LOWEST_SERVER_PORT <= port < low for port in ports), ports
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", min(ports)))
+        assert not broker._bindable(min(ports))
