@@ -119,16 +119,19 @@ def copy_live_checkpoint(
     re-runs that batch from the copy on the state it started from (an upgrade rehearsal takes ``batch_id =
     N - 1`` and this, to run the new code on batch N's records). ``target`` must be empty or absent; a
     function of the batch id names it per attempt. Nothing is written to the checkpoint. The copy works
-    ``share`` of its time and rests the rest, so the running job's batches keep most of the host.
+    ``share`` of its time and rests the rest, so the running job's batches keep most of the host; an attempt
+    after one that raced Spark's cleanup works twice the share of the one before, up to all of its time.
 
     Raises JobStateError when there is no such committed batch (or an offset append was interrupted), and
     SavepointError when the attempts ran out; either way nothing of the copy remains.
     """
     hook = step_hook or (lambda _step: None)
-    pace = Pace(share)
     fs, root = open_fs(checkpoint_url, storage_options)
     failures: list[str] = []
     for attempt in range(1, max(attempts, 1) + 1):
+        # An attempt that raced Spark's cleanup of old batches was too slow for the job's retention: each next one
+        # works twice the share of its time, up to all of it, so a gentle copy never makes a savepoint impossible.
+        pace = Pace(min(1.0, share * 2 ** (attempt - 1)))
         batch = _batch_to_copy(checkpoint_url, storage_options, batch_id, next_offsets)
         target_url = target(batch) if callable(target) else target
         target_fs, target_root = open_fs(target_url, storage_options)

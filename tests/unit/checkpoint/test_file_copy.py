@@ -92,3 +92,25 @@ def test_a_paced_copy_rests_in_proportion_to_its_work_and_copies_the_same_bytes(
 def test_a_share_outside_zero_to_one_is_refused(share):
     with pytest.raises(ValueError, match="share of the time"):
         file_copy.Pace(share)
+
+
+def test_a_live_copy_that_raced_the_jobs_cleanup_works_a_larger_share_at_each_next_attempt(tmp_path, monkeypatch):
+    """A gentle copy must never make a savepoint impossible: a job that keeps only a few batches purges them
+    before a quarter-paced copy ends, so each next attempt works twice the share, up to all of its time."""
+    from airflow_kafka_stream.checkpoint import live_savepoint
+    from airflow_kafka_stream.core.live_copy import StaleCopy
+
+    shares: list[float] = []
+
+    def attempt(fs, root, target_fs, target, batch, next_offsets, hook, pace):
+        shares.append(pace.share)
+        if len(shares) < 4:
+            raise StaleCopy("commits/3 vanished while it was copied")
+        return {}, {}
+
+    monkeypatch.setattr(live_savepoint, "_batch_to_copy", lambda *args: 3)
+    monkeypatch.setattr(live_savepoint, "_attempt", attempt)
+    monkeypatch.setattr(live_savepoint, "_finished", lambda *args: "copied")
+    made = live_savepoint.copy_live_checkpoint(str(tmp_path / "checkpoint"), str(tmp_path / "copy"), share=0.25,
+                                               retry_pause=0)
+    assert made == "copied" and shares == [0.25, 0.5, 1.0, 1.0]
