@@ -66,7 +66,7 @@ def free_port() -> int:
     if low > LOWEST_SERVER_PORT + 100:
         for _ in range(50):
             port = random.randrange(LOWEST_SERVER_PORT, low)
-            if _bindable(port):
+            if _port_free(port):
                 return port
     with socket.socket() as sock:  # no room below the ephemeral range: any free port
         sock.bind(("127.0.0.1", 0))
@@ -80,15 +80,6 @@ def _ephemeral_ports() -> tuple[int, int]:
         return int(low), int(high)
     except (OSError, ValueError):
         return 32768, 60999
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def broker_jars() -> Path:

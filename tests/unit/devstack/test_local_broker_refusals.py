@@ -59,4 +59,4 @@ def test_a_free_port_for_a_server_is_below_the_kernels_ephemeral_range():
     assert all(broker.LOWEST_SERVER_PORT <= port < low for port in ports), ports
     with socket.socket() as held:
         held.bind(("127.0.0.1", min(ports)))
-        assert not broker._bindable(min(ports))
+        assert not broker._port_free(min(ports))
