@@ -77,8 +77,8 @@ DEFAULT_ATTEMPTS = 4
 RETRY_PAUSE_SECONDS = 0.5
 #: The share of its time a live savepoint's copy of a running job's checkpoint works; it rests the rest
 #: (``file_copy.Pace``). On two cores, savepoints taken back to back slowed the job's batches by 23% working all the
-#: time, by 11-16% at half, 11% at a third and 5% at a quarter, while each savepoint took 0.08, 0.3-0.4, 0.6 and
-#: 0.6 s (docs/savepoints.md): a quarter keeps the bar of 10%. An upgrade's rehearsal copies at its own share.
+#: time, by 11-16% at half, 11% at a third and 0-5% at a quarter, while each savepoint took 0.08, 0.3-0.4, 0.6 and
+#: 0.6-1.0 s (docs/savepoints.md): a quarter keeps the bar of 10%. An upgrade's rehearsal copies at its own share.
 LIVE_COPY_SHARE = 0.25
 
 
