@@ -39,6 +39,9 @@ def add_launch_args(p: argparse.ArgumentParser, *, version_required: bool = True
     p.add_argument("--output", type=nonempty, help="with the example pipeline: its output directory")
     p.add_argument("--starting-offsets", default="earliest", type=nonempty,
                    help="with the example pipeline: where a fresh checkpoint starts (earliest, latest, group, JSON)")
+    p.add_argument("--source", choices=["kafka_stream", "kafka"],
+                   help="with the example pipeline: the source it reads with, this project's kafka_stream (default) "
+                        "or Spark's own connector kafka; an upgrade that gives only this moves the job between them")
     p.add_argument("--master", type=nonempty,
                    help="the Spark master (local[2], spark://host:7077, yarn, k8s://...; default: the version's "
                         "recorded one, else local[*])")
@@ -93,7 +96,7 @@ def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], 
         topics=tuple(args.topic), group=args.group, output_path=args.output, starting_offsets=args.starting_offsets,
         spark_conf=dict(args.conf), master=args.master, deploy_mode=args.deploy_mode,
         executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None,
-        kafka_connector=args.kafka_connector)
+        kafka_connector=args.kafka_connector, source=getattr(args, "source", None))
     return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
                            running=running_submission(home) if new_version else None)
 

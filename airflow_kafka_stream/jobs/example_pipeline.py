@@ -17,6 +17,9 @@ every batch writes the keys it updated with their totals to
 ``<output>/totals/generation=<G>/batch=<id>/`` (the newest row of a key is its total). Records
 that are not such JSON are left out of the totals.
 
+``--source kafka`` reads with Spark's own Kafka connector (``format("kafka")``) instead of this project's
+``kafka_stream`` source; everything else stays the same (docs/source.md).
+
 The job records its sink as ``idempotent`` (no ``_spark_metadata`` batch log), so
 resets and restores of its home know there is no sink log to keep whole.
 
@@ -45,6 +48,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.kafka.properties import read_properties
 from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
+from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, SOURCE_FORMATS, SPARK_KAFKA_FORMAT
 from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.runtime.session import local_session
 from airflow_kafka_stream.source.source import register
@@ -72,7 +76,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--starting-offsets", default="earliest",
                         help="earliest, latest, group or offsets JSON; used only on a fresh checkpoint")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="upper bound on records per batch")
-    parser.add_argument("--read-mode", choices=("auto", "executors", "driver"), default="auto",
+    parser.add_argument("--source", choices=SOURCE_FORMATS, default=SOURCE_FORMAT,
+                        help="kafka_stream (this project's source, the default) or kafka (Spark's own connector)")
+    parser.add_argument("--read-mode", choices=("auto", "executors", "driver"),
                         help="where batches are read: auto (small batches on the driver while it plans them, large "
                         "ones by Spark tasks), every batch by Spark tasks on the executors, or every batch on the "
                         "driver (needs --max-offsets-per-trigger); see docs/source.md")
@@ -94,7 +100,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--command-config", help="Kafka client properties file (security settings and secrets "
                         "stay out of the process arguments)")
     parser.add_argument("--app-version", default="1", help="application version recorded in job.json and savepoints")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.source == SPARK_KAFKA_FORMAT and args.read_mode:
+        parser.error("--read-mode is an option of the kafka_stream source; Spark's connector (--source kafka) always "
+                     "reads on the executors: drop --read-mode")
+    return args
 
 
 def spark_session(cores: str):
@@ -190,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         topics=[t for spec in args.topic for t in spec.split(",") if t],
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
-        source_options={"readMode": args.read_mode},
+        source_format=args.source,
+        source_options={"readMode": args.read_mode or "auto"} if args.source == SOURCE_FORMAT else {},
         heartbeat_seconds=args.heartbeat_seconds,
         clock_skew_seconds=args.clock_skew_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,
@@ -216,9 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             config.client_config())
         if args.totals:
             query = key_totals(events)
-            writer = query.writeStream.outputMode("update").foreachBatch(totals_writer(runtime, args.output))
+            write = totals_writer(runtime, args.output)
+            writer = query.writeStream.outputMode("update").foreachBatch(runtime.foreach_batch(write))
         else:
-            writer = events.writeStream.foreachBatch(batch_writer(runtime, args.output, dead_letters))
+            write = batch_writer(runtime, args.output, dead_letters)
+            writer = events.writeStream.foreachBatch(runtime.foreach_batch(write))
         writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
             processingTime=args.trigger_interval)
         result = runtime.run(writer, query_name=config.job_name, rehearsal_sink=rehearsal_sink(runtime, args.totals))

@@ -120,7 +120,8 @@ def check_launch(launcher: Launcher, submission: Submission, extra_env: Mapping[
 
 
 def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequence[str], group: str,
-                          output_path: str, app_version: str, starting_offsets: str = "earliest") -> list[str]:
+                          output_path: str, app_version: str, starting_offsets: str = "earliest",
+                          source: str | None = None) -> list[str]:
     """The example pipeline's arguments; a version of your own that takes the same arguments drops in."""
     missing = [name for name, value in (("topics", list(topics)), ("group", group), ("output_path", output_path))
                if not value]
@@ -131,6 +132,8 @@ def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequ
             "--output", str(output_path), "--app-version", str(app_version), "--starting-offsets", starting_offsets]
     for topic in topics:
         args += ["--topic", str(topic)]
+    if source:
+        args += ["--source", str(source)]
     return args
 
 

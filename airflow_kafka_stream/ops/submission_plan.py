@@ -10,7 +10,8 @@ output, Spark settings, where the driver runs); the rest comes from rules that h
    Spark's Kafka connector comes from), and given Spark
    settings add to or change the running version's. An upgrade of the same program that gives neither an
    application, arguments nor the example's settings starts the running version's application with its
-   arguments, the version changed: an upgrade of the same program needs only a version.
+   arguments, the version changed: an upgrade of the same program needs only a version (and may change only the
+   example pipeline's source: ``kafka_stream`` or Spark's ``kafka``).
 3. Nothing says where: ``local[*]``.
 """
 
@@ -45,6 +46,8 @@ class SubmissionRequest:
     spark_conn_id: str | None = None
     kafka_conn_id: str | None = None
     kafka_connector: str | None = None
+    #: The example pipeline's source (``--source``): kafka_stream or kafka; None keeps the running version's.
+    source: str | None = None
 
     @property
     def names_example_settings(self) -> bool:
@@ -77,15 +80,16 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
         if request.spark_conf:
             given["spark_conf"] = {**running.spark_conf, **request.spark_conf}
         if not request.application and not request.application_args and not request.names_example_settings:
-            return replace(running, app_version=str(request.app_version),
-                           application_args=_with_version(running.application_args, str(request.app_version)),
-                           **given)
+            arguments = _with_option(running.application_args, "--app-version", str(request.app_version))
+            if request.source:
+                arguments = _with_option(arguments, "--source", request.source)
+            return replace(running, app_version=str(request.app_version), application_args=arguments, **given)
     arguments = tuple(str(arg) for arg in request.application_args)
     if request.uses_example_arguments:
         arguments = tuple(example_pipeline_args(
             job_home=job_home, bootstrap_servers=bootstrap_servers, topics=list(request.topics),
             group=request.group or "", output_path=request.output_path or "", app_version=str(request.app_version),
-            starting_offsets=request.starting_offsets))
+            starting_offsets=request.starting_offsets, source=request.source))
     given.setdefault("master", DEFAULT_MASTER)
     return Submission(str(request.app_version), request.application, arguments, **given)
 
@@ -102,9 +106,12 @@ def running_submission(home: JobHome) -> Submission | None:
     return recorded_submission(home, str(version))
 
 
-def _with_version(arguments: Sequence[str], version: str) -> tuple[str, ...]:
-    """The example pipeline's arguments with ``--app-version`` set to the new version."""
+def _with_option(arguments: Sequence[str], flag: str, value: str) -> tuple[str, ...]:
+    """The example pipeline's arguments with ``flag`` set to ``value``: replaced where given (``--app-version``),
+    else added (``--source`` of a version that read with the default source)."""
     found = [str(arg) for arg in arguments]
-    if "--app-version" in found[:-1]:
-        found[found.index("--app-version") + 1] = version
+    if flag in found[:-1]:
+        found[found.index(flag) + 1] = value
+    elif flag != "--app-version":
+        found += [flag, value]
     return tuple(found)

@@ -17,6 +17,9 @@ from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
 
 SOURCE_FORMAT = "kafka_stream"
+#: Spark's own Kafka connector (``spark-sql-kafka-0-10``), the other source a job may read with.
+SPARK_KAFKA_FORMAT = "kafka"
+SOURCE_FORMATS = (SOURCE_FORMAT, SPARK_KAFKA_FORMAT)
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -27,7 +30,9 @@ class StreamConfig:
 
     ``kafka_options`` are librdkafka settings without the ``kafka.`` prefix (they
     reach the source as ``kafka.<name>`` and the group committer as they are);
-    ``source_options`` are further options of the ``kafka_stream`` source.
+    ``source_options`` are further options of the ``kafka_stream`` source. ``source_format`` is the source the
+    job reads with: this project's ``kafka_stream`` or Spark's own connector ``kafka`` (the same options, mapped;
+    see ``core.spark_kafka_options``).
     """
 
     job_name: str
@@ -40,6 +45,7 @@ class StreamConfig:
     kafka_options: dict[str, Any] = field(default_factory=dict)
     source_options: dict[str, Any] = field(default_factory=dict)
     storage_options: dict[str, Any] = field(default_factory=dict)
+    source_format: str = SOURCE_FORMAT
     heartbeat_seconds: float = 5.0
     #: How far the clocks of this driver and of the hosts reading its status (Airflow workers, triggerers, the
     #: CLI) may be apart; every reader adds it before calling a heartbeat stale or a run older than a submit.
@@ -70,6 +76,10 @@ class StreamConfig:
             raise InvalidInputError("bootstrap servers are required: set bootstrap_servers, e.g. host:9092")
         if not self.group_id:
             raise InvalidInputError("a consumer group is required for offset commits: set group_id")
+        if self.source_format not in SOURCE_FORMATS:
+            raise InvalidInputError(f"source_format {self.source_format!r} is not one of {', '.join(SOURCE_FORMATS)}: "
+                                    "kafka_stream is this project's source, kafka Spark's own connector",
+                                    setting="source_format")
         if bool(self.topics) == bool(self.subscribe_pattern):
             raise InvalidInputError("give exactly one of topics or subscribe_pattern")
         for name in ("heartbeat_seconds", "stop_poll_seconds", "drain_timeout_seconds",

@@ -1,7 +1,8 @@
-"""What the runtime hands Spark: the ``kafka_stream`` source's options and the checkpoint's Hadoop name.
+"""What the runtime hands Spark: the source's options and the checkpoint's Hadoop name.
 
-The job's configuration becomes the source's options (with the drain handshake and start-offsets
-paths in the job home), and the job home's fsspec URL and storage options become the name and the
+The job's configuration becomes the source's options: the ``kafka_stream`` source's (with the drain handshake
+and start-offsets paths in the job home), or those of Spark's own connector (``format("kafka")``), mapped by
+``core.spark_kafka_options`` with a fresh start resolved here the way ``kafka_stream`` resolves it. And the job home's fsspec URL and storage options become the name and the
 settings Spark's Hadoop file systems use. A component of :class:`~airflow_kafka_stream.runtime.StreamRuntime`:
 it reads the generation, checkpoint and start offsets from the shared
 :class:`~airflow_kafka_stream.runtime.run_state.RunState` and writes the read placement and the binding file.
@@ -14,12 +15,17 @@ import os
 import tempfile
 from collections.abc import Callable
 
+from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
-from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
+from airflow_kafka_stream.core.kafka_connector import CONNECTOR_ARTIFACT, INSTALL_HINT
+from airflow_kafka_stream.core.spark_kafka_options import START_OPTIONS, connector_options
+from airflow_kafka_stream.errors import InvalidInputError
+from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, SPARK_KAFKA_FORMAT
 from airflow_kafka_stream.runtime.run_state import RunState
 from airflow_kafka_stream.source.binding import BINDING_OPTION, write_binding
 from airflow_kafka_stream.source.source_options import parse_source_options
-from airflow_kafka_stream.source.stream_reader import placement_of
+from airflow_kafka_stream.source.stream_reader import KafkaStreamReader, placement_of
+from airflow_kafka_stream.source.subscription import ASSIGN, SUBSCRIBE, SUBSCRIBE_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +79,14 @@ class SourceSetup:
         return options
 
     def read_stream(self):
-        """A streaming DataFrame of the job's topics (Spark Kafka source columns).
+        """A streaming DataFrame of the job's topics (Spark Kafka source columns), from the job's source.
 
         A standby returns it at once, before its go: the job builds its query, the standby rehearses it
         (``run``), and after the go starts that same query. Its options then come from a binding file
         (``source/binding.py``) that the runtime writes before each start.
         """
+        if self.config.source_format == SPARK_KAFKA_FORMAT:
+            return self._read_with_spark_connector()
         if self.standing_by():
             options = self.options_for(self.config.starting_offsets)
             self.run.binding_file = os.path.join(tempfile.mkdtemp(prefix="stream-binding-"), "binding.json")
@@ -86,6 +94,43 @@ class SourceSetup:
             options[BINDING_OPTION] = self.run.binding_file
             return self.spark.readStream.format(SOURCE_FORMAT).options(**options).load()
         return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
+
+    def _read_with_spark_connector(self):
+        """The job's topics through Spark's own connector, started where ``kafka_stream`` would start."""
+        if self.standing_by():
+            raise InvalidInputError(
+                "a warm standby starts its query ahead and holds it in this project's source (kafka_stream) until its "
+                "go; a job reading with Spark's Kafka connector (format(\"kafka\")) cannot be held so. Upgrade it "
+                "without a standby (--no-standby, or standby=False): the new version starts after the stop",
+                setting="standby")
+        self._prepare()
+        options = self.options_for(self.run.starting_offsets)
+        found = connector_options(options, self._fresh_start(options))
+        try:
+            return self.spark.readStream.format(SPARK_KAFKA_FORMAT).options(**found).load()
+        except Exception as exc:
+            if "KAFKA_DATA_SOURCE_NOT_ENABLED" in str(exc) or "Failed to find data source" in str(exc):
+                raise InvalidInputError(
+                    f"the job reads with Spark's Kafka connector (format(\"kafka\")) but this driver has no "
+                    f"{CONNECTOR_ARTIFACT} jar: submit with kafka_connector auto or bundled ({INSTALL_HINT}), or "
+                    "give the jar in spark.jars", setting="kafka_connector") from None
+            raise
+
+    def _fresh_start(self, options: dict[str, str]) -> dict | None:
+        """Where a fresh start of the generation begins, resolved as ``kafka_stream`` resolves it and recorded in
+        the generation's start file; None when the checkpoint holds a position (Spark resumes from it). A start
+        already recorded for the generation stands (a first batch withdrawn by a drain is planned again from it)."""
+        position = read_started_position(self.run.checkpoint_location, self.config.storage_options)
+        if position is not None and (position.batch_id is not None or position.in_flight_batch_id is not None):
+            return None
+        start_url = self.home.generation_start_url(self._generation())
+        recorded = (self.home.generation_start(self._generation()) or {}).get("offsets")
+        if recorded:
+            return recorded
+        wanted = {SUBSCRIBE.lower(), SUBSCRIBE_PATTERN.lower(), ASSIGN.lower(), *START_OPTIONS}
+        start_options = {k: v for k, v in options.items() if k.lower() in wanted or k.lower().startswith("kafka.")}
+        start_options["startOffsetsPath"] = start_url
+        return KafkaStreamReader(parse_source_options(start_options)).initialOffset()
 
     def standing_by(self) -> bool:
         """Whether this driver is a standby that has not taken the job yet."""

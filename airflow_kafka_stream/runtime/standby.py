@@ -120,6 +120,20 @@ class Standby:
             self._doc["started_ahead"] = True
             self._write_locked()
 
+    def fail_early(self, error: str) -> None:
+        """The job's code failed before the warm-up (while building its query, or refused it): register if not yet
+        done and end FAILED with ``error``, so the upgrade that launched this standby fails before its stop saying
+        why, not "the process exited"."""
+        if self._doc.get("state") in rules.FINAL_STATES:
+            return  # stand_by already said how it ended
+        try:
+            if not self._doc:
+                self._register()
+        except Exception as exc:  # noqa: BLE001 - e.g. another live standby: its record is not ours to write
+            log.error("standby of %s failed (%s) and could not say so in its record: %s", self.home.url, error, exc)
+            return
+        self.end(rules.StandbyState.FAILED, error)
+
     def end(self, state: str, error: str | None) -> None:
         """Write the final record and stop the heartbeat."""
         self._closing.set()

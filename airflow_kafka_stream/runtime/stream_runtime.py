@@ -151,6 +151,23 @@ class StreamRuntime:
         """Options for the ``kafka_stream`` source, including the drain handshake path."""
         return self.source.source_options()
 
+    def foreach_batch(self, function: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+        """``function(batch_df, batch_id)`` as the query's ``foreachBatch`` function, behind the drain's batch gate.
+
+        A stop drains the query after its running batch. This project's source plans nothing once a stop is
+        requested; Spark's own connector cannot be told so and may plan one more batch. Through this wrapper such
+        a batch is held before ``function`` runs and withdrawn from the checkpoint (``Supervision.gate``), so the
+        drain ends after the running batch with either source. Use it for the job's own batch function, not for a
+        rehearsal's.
+        """
+        gate = self.supervision.gate
+
+        def gated(batch_df, batch_id: int) -> None:
+            gate(batch_id)
+            function(batch_df, batch_id)
+
+        return gated
+
     def spark_checkpoint_location(self, location: str | None = None) -> str:
         """The checkpoint's name for Spark's Hadoop file systems (see :meth:`SourceSetup.spark_checkpoint_location`)."""
         return self.source.spark_checkpoint_location(location)
@@ -181,6 +198,9 @@ class StreamRuntime:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc is not None and self.run_state.prepared and self._finished is None:
             self.fail(exc)
+        elif exc is not None and self.standby is not None and not self.standby.went:
+            self._record_error(exc)  # a standby that fails building its query says why in its record
+            self.standby.fail_early(self.run_state.error or str(exc))
         return False  # the job's own exception propagates
 
     def fail(self, exc: BaseException) -> RunResult:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
+from airflow_kafka_stream.checkpoint.planned_batch import withdraw_planned_batch
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_started_position
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import to_nested
@@ -40,6 +41,10 @@ PROGRESS_GRACE_SECONDS = 2.0
 DRAIN_POLL_SECONDS = 0.05
 
 
+class BatchHeld(RuntimeError):
+    """Raised in the job's batch function for a batch planned once a drain had begun: it must not run."""
+
+
 class Supervision:
     """The watch over the run's query until it ends, and the drain's bookkeeping.
 
@@ -57,12 +62,34 @@ class Supervision:
         self._signalled = 0
         self._last_request: dict[str, Any] | None = None
         self._between_batches_failed = False  # warned once that the drain could not read the checkpoint
+        #: A drain is under way: the batch gate (:meth:`gate`) holds any batch that reaches it.
+        self.draining = False
+        #: The batch the gate held (the query then ends), and the newest batch it let run.
+        self.held_batch: int | None = None
+        self.entered_batch: int | None = None
+        #: The checkpoint's batch in flight when this run began (another run's: never withdrawn).
+        self.in_flight_at_start: int | None = None
+
+    def gate(self, batch_id: int) -> None:
+        """Called by the job's batch function before it runs batch ``batch_id`` (``StreamRuntime.foreach_batch``).
+
+        Once a drain has begun, a batch reaching its function was planned after the request: the source went on
+        planning (Spark's connector cannot be told not to). It is held before anything of it is written: this
+        raises, the query ends, and the drain withdraws the batch from the checkpoint. So the drain ends after
+        the batch that was running, whatever the source.
+        """
+        if self.draining:
+            self.held_batch = batch_id
+            raise BatchHeld(f"batch {batch_id} was planned after the stop request; it is held before it runs and "
+                            "planned again at the next start")
+        self.entered_batch = batch_id
 
     def supervise(self) -> bool:
         """Watch the query and the stop request; True when it stopped because it was asked to."""
         run = self.run
         query = run.query
         draining_since: float | None = None
+        self.in_flight_at_start = self._in_flight_now()
         while query.isActive:
             silent = self.heartbeat.silence()
             if run.fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
@@ -79,16 +106,19 @@ class Supervision:
                 return True
             if draining_since is None and request is not None:
                 draining_since = time.monotonic()
+                self.draining = True
                 self.heartbeat.set_state(JobState.DRAINING)
                 log.info("job %s: stop requested by %s, draining", self.config.job_name, run.stop_requested_by)
             elif draining_since is not None and request is None:
                 draining_since = None
+                self.draining = False
                 self._withdrawn()
             if draining_since is not None:
                 if self._drained() or self._between_batches():
                     log.info("job %s: drained %.2fs after the stop request was seen", self.config.job_name,
                              time.monotonic() - draining_since)
                     query.stop()
+                    self._withdraw_unrun_batch()
                     return True
                 self._check_drain_overdue(draining_since)
             # Draining, the source's answer is looked for often: each look's delay is an upgrade's downtime.
@@ -100,10 +130,37 @@ class Supervision:
                 pass  # the query failed: reported below from query.exception()
         if run.fence_reason is not None:
             raise JobStateError(run.fence_reason)
+        if self.held_batch is not None:
+            log.info("job %s: drained %.2fs after the stop request was seen; batch %s, planned after it, was held "
+                     "before it ran", self.config.job_name, time.monotonic() - (draining_since or time.monotonic()),
+                     self.held_batch)
+            self._withdraw_unrun_batch()
+            return True
         exc = query.exception()
         if exc is not None:
             raise RuntimeError(f"the streaming query failed: {exc}")
         return draining_since is not None
+
+    def _in_flight_now(self) -> int | None:
+        position = self._position_or_unknown()
+        return position.in_flight_batch_id if position is not None else None
+
+    def _withdraw_unrun_batch(self) -> None:
+        """After a drain: a batch Spark planned in this run that the batch gate held, or that never reached it
+        (stopped while it was planned), is withdrawn from the checkpoint (``checkpoint/planned_batch.py``).
+
+        Only with the gate in use (the job's batch function is ``StreamRuntime.foreach_batch``'s) is it known that
+        nothing of the batch ran; without it, Spark re-runs the batch at the next start.
+        """
+        if self.held_batch is None and self.entered_batch is None:
+            return
+        position = self._position_or_unknown()
+        planned = position.in_flight_batch_id if position is not None else None
+        if planned is None or planned == self.in_flight_at_start:
+            return
+        if planned != self.held_batch and self.entered_batch is not None and planned <= self.entered_batch:
+            return  # its function ran: never withdrawn
+        withdraw_planned_batch(self.run.checkpoint_location, planned, self.config.storage_options)
 
     def _stop_now(self, why: str) -> None:
         """Stop the query without draining: Spark cancels the running batch and re-runs it on restart."""

@@ -1,0 +1,132 @@
+"""A job that reads with Spark's own Kafka connector (``format("kafka")``) through the command line's lifecycle.
+
+The example pipeline with ``--source kafka``, fed all along (a drain never waits for an idle topic): submit
+(group commits after each batch, verify against the checkpoint), an upgrade through a warm standby refused
+before any downtime with the way out, upgrades that move the job to this project's source and back on the same
+checkpoint, and a stop with a savepoint under load that ends after the running batch. Every record up to the
+committed offsets is in the output exactly once, and the secret of ``--command-config`` is nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.integration.airflow.test_airflow_submit import all_process_arguments, kill_drivers
+from tests.integration.airflow.test_airflow_upgrade import Feeder, output_ids
+from tests.integration.cli_helpers import FAST_UPGRADE, run, wait_running
+from tests.integration.lifecycle.test_upgrade_rehearsal import newest_totals
+from tests.kafka_utils import committed, create_topic, unique
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+SECRET = "pw-" + "Qv8Rn"
+
+
+def events_before(bootstrap: str, topic: str, ends: dict[int, int]) -> list[dict]:
+    """The events before ``ends`` (per partition), read from the topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ids"), "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p, end in ends.items() if end > 0])
+    wanted, found = sum(ends.values()), []
+    deadline = time.monotonic() + 60
+    while len(found) < wanted and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and not message.error() and message.offset() < ends[message.partition()]:
+            found.append(json.loads(message.value()))
+    consumer.close()
+    return found
+
+
+def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_sources(tmp_path: Path,
+                                                                                       kafka_bootstrap):
+    topic = create_topic(kafka_bootstrap, unique("spark-kafka-life"), PARTITIONS)
+    home, output, config = tmp_path / "home", tmp_path / "out", tmp_path / "client.properties"
+    config.write_text(f"bootstrap.servers={kafka_bootstrap}\nsasl.username=svc-stream\nsasl.password={SECRET}\n")
+    job = ("--job-home", str(home), "--command-config", str(config))
+    group = unique("spark-kafka-life")
+    feeder = Feeder(kafka_bootstrap, topic, interval=1.0)  # always records in flight: drains happen under load
+    feeder.start()
+    try:
+        code, out, err = run("submit", *job, "--topic", topic, "--group", group, "--output", str(output),
+                             "--master", "local[2]", "--source", "kafka", "--app-version", "1", "--json")
+        assert code == 0, err
+        first = wait_running(home, "1")
+        assert "--source kafka" in " ".join(JobHome(str(home)).submission("1")["application_args"])
+
+        code, out, err = run("verify", *job, "--json")
+        assert code == 0, out + err  # the group holds each batch's offsets: what the checkpoint holds
+
+        code, out, err = run("upgrade", *job, "--app-version", "2", "--json", *FAST_UPGRADE)
+        assert code != 0 and "--no-standby" in err, out + err
+        now = JobHome(str(home)).status()
+        assert (now["state"], now["pid"], JobHome(str(home)).spec()["version"]) == ("RUNNING", first["pid"], "1"), (
+            "a refused standby leaves the running version alone")
+
+        moves = (("2", "kafka_stream"), ("3", "kafka"))
+        for version, source in moves:
+            code, out, err = run("upgrade", *job, "--app-version", version, "--source", source, "--no-standby",
+                                 "--json", *FAST_UPGRADE)
+            assert code == 0, out + err
+            assert json.loads(out)["upgraded"] is True
+            wait_running(home, version)
+            assert JobHome(str(home)).current_generation() == first["generation"], "the move keeps the checkpoint"
+
+        code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
+        assert code == 0, out + err
+        stopped = json.loads(out)
+        assert stopped["state"] == "STOPPED" and stopped["savepoint"]["id"], stopped
+    finally:
+        feeder.stop()
+        kill_drivers(home)  # after a failure: no driver left writing into the next run's home
+
+    group_ends = committed(kafka_bootstrap, group, topic, PARTITIONS)
+    last = JobHome(str(home)).status()["last_offsets"]
+    assert {str(p): o for p, o in group_ends.items()} == last[topic], "the group holds the last batch's offsets"
+    written = Counter(output_ids(output))
+    assert [i for i, n in written.items() if n > 1] == [], "a record written twice"
+    assert sorted(written) == sorted(e["id"] for e in events_before(kafka_bootstrap, topic, group_ends)), (
+        "a record lost or extra")
+    assert sum(group_ends.values()) > 0
+    assert SECRET.encode() not in all_process_arguments()
+    for path in (*home.rglob("*"), *output.rglob("*")):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), f"the secret is in {path}"
+
+
+def test_a_stateful_job_moves_from_sparks_connector_to_ours_with_its_state(tmp_path: Path, kafka_bootstrap):
+    """The per-key running totals (Spark's state store) carry over the move: each key's total is the sum of its
+    records up to the committed offsets, each counted once."""
+    topic = create_topic(kafka_bootstrap, unique("spark-kafka-totals"), PARTITIONS)
+    home, output, group = tmp_path / "home", tmp_path / "out", unique("spark-kafka-totals")
+    job = ("--job-home", str(home), "--bootstrap-server", kafka_bootstrap)
+    example = ("--home", str(home), "--bootstrap", kafka_bootstrap, "--topic", topic, "--group", group, "--output",
+               str(output), "--app-version", "1", "--totals", "--source", "kafka")
+    feeder = Feeder(kafka_bootstrap, topic, interval=1.0)
+    feeder.start()
+    try:
+        code, out, err = run("submit", *job, "--master", "local[2]", "--app-version", "1", "--json", "--", *example)
+        assert code == 0, err
+        wait_running(home, "1")
+        code, out, err = run("upgrade", *job, "--app-version", "2", "--source", "kafka_stream", "--no-standby",
+                             "--json", *FAST_UPGRADE)
+        assert code == 0, out + err
+        wait_running(home, "2")
+        code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
+        assert code == 0, out + err
+    finally:
+        feeder.stop()
+        kill_drivers(home)
+
+    ends = committed(kafka_bootstrap, group, topic, PARTITIONS)
+    expected: dict = {}
+    for event in events_before(kafka_bootstrap, topic, ends):
+        amount, count = expected.get(event["key"], (0.0, 0))
+        expected[event["key"]] = (amount + event["amount"], count + 1)
+    assert newest_totals(output, 1) == expected
