@@ -79,3 +79,12 @@ def test_a_recorded_kafka_connector_replays_and_an_unknown_one_is_refused():
     assert Submission.from_record(Submission("1", kafka_connector="Bundled").to_record()).kafka_connector == "bundled"
     with pytest.raises(InvalidInputError, match="kafka_connector 'maven' is not one of"):
         Submission("1", kafka_connector="maven")
+
+
+def test_the_example_reads_with_the_source_given_and_a_new_version_may_change_only_its_source():
+    assert plan(source="kafka", **EXAMPLE).application_args[-2:] == ("--source", "kafka")
+    assert "--source" not in plan(**EXAMPLE).application_args, "the default source is not spelled out"
+    moved = plan(RUNNING, source="kafka")
+    assert moved.application_args == ("--home", HOME, "--app-version", "2", "--topic", "orders", "--source", "kafka")
+    back = plan(moved, source="kafka_stream")
+    assert back.application_args[-2:] == ("--source", "kafka_stream") and back.application_args.count("--source") == 1

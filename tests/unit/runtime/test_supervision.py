@@ -8,13 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
+from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import TopicPartition
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat
 from airflow_kafka_stream.runtime.run_state import RunState
-from airflow_kafka_stream.runtime.supervision import Supervision
+from airflow_kafka_stream.runtime.supervision import BatchHeld, Supervision
 from airflow_kafka_stream.storage import status as st
+from tests.unit.checkpoint.test_planned_batch import OFFSET_METADATA, checkpoint
 
 
 class Query:
@@ -173,3 +175,56 @@ def test_the_end_of_the_run_records_a_batch_only_the_checkpoint_knows(tmp_path):
     run.last_batch_id = None
     supervision.catch_up_with_checkpoint()  # no checkpoint: nothing to record
     assert supervision.recorded == []
+
+
+def test_the_batch_gate_lets_batches_run_until_a_drain_begins(tmp_path):
+    supervision, _run, home = make(tmp_path, Query(polls=3))
+    supervision.gate(0)
+    supervision.gate(1)
+    assert supervision.entered_batch == 1 and supervision.held_batch is None
+    supervision.draining = True
+    with pytest.raises(BatchHeld, match="batch 2 was planned after the stop request"):
+        supervision.gate(2)
+    assert supervision.held_batch == 2
+
+
+def test_a_batch_planned_during_a_drain_is_held_withdrawn_and_the_drain_ends_after_the_running_batch(tmp_path):
+    """Spark's connector plans the next batch whatever the request: the gate holds it before the job's function
+    runs, the query ends, and the checkpoint ends at the batch that was running."""
+    query = Query(trigger_active=True)  # never seen between batches: only the gate can end this drain
+    supervision, run, home = make(tmp_path, query)
+    root = tmp_path / "cp"
+    run.checkpoint_location = checkpoint(root, committed=4, planned=None)
+    supervision.gate(4)
+    home.request_stop("ops")
+
+    def spark_plans_batch_5(poll: int) -> None:
+        if poll == 2:
+            (root / "offsets" / "5").write_text(f'v1\n{OFFSET_METADATA}\n{{"t":{{"0":50}}}}')
+            with pytest.raises(BatchHeld):
+                supervision.gate(5)
+            query.isActive, query.failure = False, "ForeachBatchUserFuncException: BatchHeld"
+
+    query.on_poll = spark_plans_batch_5
+    assert supervision.supervise() is True, "a drained stop, not a failure"
+    position = read_position(run.checkpoint_location)
+    assert (position.batch_id, position.in_flight_batch_id) == (4, None)
+
+
+def test_a_batch_in_flight_from_an_earlier_run_is_held_but_never_withdrawn(tmp_path):
+    """A crashed run's batch may have written part of its output: held by a drain before its re-run, it stays in
+    the checkpoint so that Spark re-runs it over the same range."""
+    query = Query(trigger_active=True)
+    supervision, run, home = make(tmp_path, query)
+    run.checkpoint_location = checkpoint(tmp_path / "cp", committed=4, planned=5)
+    home.request_stop("ops")
+
+    def spark_re_runs_batch_5(poll: int) -> None:
+        if poll == 2:
+            with pytest.raises(BatchHeld):
+                supervision.gate(5)
+            query.isActive, query.failure = False, "ForeachBatchUserFuncException: BatchHeld"
+
+    query.on_poll = spark_re_runs_batch_5
+    assert supervision.supervise() is True
+    assert read_position(run.checkpoint_location).in_flight_batch_id == 5
