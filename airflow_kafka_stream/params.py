@@ -40,6 +40,16 @@ def pipeline() -> dict[str, Param]:
     }
 
 
+def source(default: str | None) -> dict[str, Param]:
+    """The source the example pipeline reads with; ``None`` as the default (an upgrade's) keeps the running
+    version's."""
+    return {"source": Param(default, type=["null", "string"] if default is None else "string",
+                            enum=[None, "kafka_stream", "kafka"] if default is None else ["kafka_stream", "kafka"],
+                            title="Source", description="kafka_stream (this project's) or kafka (Spark's own "
+                            "connector)" + ("; empty keeps the running version's, a value moves the job to it"
+                                            if default is None else ""))}
+
+
 def lag_objective() -> dict[str, Param]:
     """The watchdog's lag objective check (ops.objective): both null (the default) check the objective an
     objective sensor recorded in the job home, if any; a zero or negative value is refused."""

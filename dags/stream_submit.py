@@ -16,6 +16,7 @@ with DAG(
         "app_version": Param(params._env("STREAM_APP_VERSION", "1"), type="string", minLength=1,
                              title="Application version"),
         **params.pipeline(),
+        **params.source("kafka_stream"),
         "starting_offsets": Param("earliest", enum=["earliest", "latest", "group"], title="Start of a fresh job",
                                   description="Used only when the job has no checkpoint yet"),
         "min_batches": Param(1, type="integer", minimum=0, title="Batches before success",
@@ -30,6 +31,7 @@ with DAG(
         group="{{ params.group }}",
         output_path="{{ params.output_path }}",
         starting_offsets="{{ params.starting_offsets }}",
+        source="{{ params.source }}",
         min_batches="{{ params.min_batches }}",
         deferrable=True,
     )

@@ -59,6 +59,7 @@ with DAG(
         "group": "{{ params.group }}",
         "output_path": "{{ params.output_path }}",
         "drop_state": "{{ params.drop_state }}",
+        "source": "{{ params.source }}",
     }
     StreamUpgradeCheckOperator(task_id="check_upgrade", enabled="{{ params.check_only }}",
                                app_version="{{ params.new_version }}", **version)

@@ -53,6 +53,7 @@ OPTION_OF_SETTING = {
     "executor_environment": "--executor-environment",
     "job_home_shared": "--job-home-shared",
     "kafka_connector": "--kafka-connector",
+    "source": "--source",
     "application": "--application",
     "spark_submit": "--spark-submit",
     "takeover_stopped": "--takeover-stopped",

@@ -196,6 +196,7 @@ def _recorded(home, args: argparse.Namespace):
 
     given = [flag for flag, value in (("--application", args.application), ("--topic", args.topic),
                                       ("--group", args.group), ("--output", args.output), ("--conf", args.conf),
+                                      ("--source", getattr(args, "source", None)),
                                       ("application arguments", args.application_args)) if value]
     if given:
         raise InvalidInputError(f"--from-submission starts the recorded submission as it was; drop "

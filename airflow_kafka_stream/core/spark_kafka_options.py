@@ -20,6 +20,11 @@ from collections.abc import Mapping
 
 from airflow_kafka_stream.errors import InvalidInputError
 
+#: The sources a job reads with: this project's, and Spark's own connector (``spark-sql-kafka-0-10``).
+KAFKA_STREAM_FORMAT = "kafka_stream"
+SPARK_KAFKA_FORMAT = "kafka"
+SOURCE_FORMATS = (KAFKA_STREAM_FORMAT, SPARK_KAFKA_FORMAT)
+
 #: Options only ``kafka_stream`` reads, with what a job on Spark's connector does instead.
 KAFKA_STREAM_ONLY = {
     "readmode": "Spark's connector always reads on the executors; remove readMode",
@@ -69,8 +74,8 @@ def java_client_settings(librdkafka: Mapping[str, object]) -> dict[str, str]:
         if module is None:
             raise InvalidInputError(
                 f"sasl.username and sasl.password have no Java login for sasl.mechanism {mechanism}: a job reading "
-                "with Spark's Kafka connector logs in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-                setting="sasl.mechanism")
+                "with Spark's Kafka connector logs in with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (sasl.mechanism)",
+                setting="command_config")
         settings["sasl.jaas.config"] = (f"{module} required username={_quoted(username or '')} "
                                         f"password={_quoted(password or '')};")
     ca = settings.pop("ssl.ca.location", None)
@@ -86,7 +91,7 @@ def java_client_settings(librdkafka: Mapping[str, object]) -> dict[str, str]:
             raise InvalidInputError(
                 f"{key} (PEM files) has no setting of the Java client that Spark's Kafka connector reads with: give "
                 "the client certificate as a PKCS#12 keystore (ssl.keystore.location=FILE.p12, "
-                "ssl.keystore.password), which both clients read", setting=key)
+                "ssl.keystore.password), which both clients read", setting="command_config")
     return settings
 
 
@@ -107,7 +112,7 @@ def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[st
     if refused:
         raise InvalidInputError(
             "source option(s) that Spark's Kafka connector does not have, so a job reading with format(\"kafka\") "
-            f"cannot keep them: {'; '.join(refused)}", setting="source_options")
+            f"cannot keep them: {'; '.join(refused)}")
     librdkafka = {name[len("kafka."):]: value for name, value in options.items() if name.lower().startswith("kafka.")}
     found = {f"kafka.{key}": value for key, value in java_client_settings(librdkafka).items()}
     for name, value in options.items():

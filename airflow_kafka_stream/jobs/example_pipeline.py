@@ -46,9 +46,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from airflow_kafka_stream.core.cluster import spark_url
+from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, SOURCE_FORMATS, SPARK_KAFKA_FORMAT
 from airflow_kafka_stream.kafka.properties import read_properties
 from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
-from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, SOURCE_FORMATS, SPARK_KAFKA_FORMAT
 from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
 from airflow_kafka_stream.runtime.session import local_session
 from airflow_kafka_stream.source.source import register
@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--starting-offsets", default="earliest",
                         help="earliest, latest, group or offsets JSON; used only on a fresh checkpoint")
     parser.add_argument("--max-offsets-per-trigger", type=int, help="upper bound on records per batch")
-    parser.add_argument("--source", choices=SOURCE_FORMATS, default=SOURCE_FORMAT,
+    parser.add_argument("--source", choices=SOURCE_FORMATS, default=KAFKA_STREAM_FORMAT,
                         help="kafka_stream (this project's source, the default) or kafka (Spark's own connector)")
     parser.add_argument("--read-mode", choices=("auto", "executors", "driver"),
                         help="where batches are read: auto (small batches on the driver while it plans them, large "
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         source_format=args.source,
-        source_options={"readMode": args.read_mode or "auto"} if args.source == SOURCE_FORMAT else {},
+        source_options={"readMode": args.read_mode or "auto"} if args.source == KAFKA_STREAM_FORMAT else {},
         heartbeat_seconds=args.heartbeat_seconds,
         clock_skew_seconds=args.clock_skew_seconds,
         drain_timeout_seconds=args.drain_timeout_seconds,

@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import secret_values
+from airflow_kafka_stream.core.spark_kafka_options import SOURCE_FORMATS
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -49,6 +50,9 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     :param group: consumer group the example pipeline commits to. Templated.
     :param output_path: the example pipeline's output directory. Templated.
     :param starting_offsets: where a fresh checkpoint starts (earliest, latest, group, offsets JSON).
+    :param source: the source the example pipeline reads with: ``kafka_stream`` (this project's, the default) or
+        ``kafka`` (Spark's own connector). Not given, a new version keeps the running version's; a new version that
+        gives only this moves the job between the two on its checkpoint (docs/source.md). Templated.
     :param spark_conn_id: the ``spark`` connection (its host is the master: ``local[2]``, ``spark://...``).
     :param kafka_conn_id: the ``kafka`` connection whose extra holds the librdkafka configuration.
     :param storage_conn_id: connection with fsspec storage options for a job home that is not local.
@@ -78,7 +82,7 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
-                                      "group", "output_path", "starting_offsets", "spark_conf", "min_batches")
+                                      "group", "output_path", "starting_offsets", "spark_conf", "min_batches", "source")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
     #: Whether this task starts a new version of a job that runs (an upgrade's, a standby's, a check's): what it
     #: does not give then comes from the running version's submission (``ops.submission_plan``).
@@ -94,8 +98,9 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
                  from_submission: bool = False, executor_environment: str | None = None,
                  deploy_mode: str | None = None, job_home_shared: bool = False,
                  defer_after_seconds: float | None = None, kafka_connector: str | None = None,
-                 **kwargs: Any) -> None:
+                 source: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.source = source
         self.kafka_connector = KafkaConnector.of(kafka_connector).value if kafka_connector else None
         self.defer_after_seconds = defer_after_seconds
         self.from_submission = from_submission
@@ -133,6 +138,11 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             raise InvalidInputError(f"min_batches must be a whole number >= 0, got {self.min_batches!r}")
         self.min_batches = value
 
+    def _check_source(self) -> None:
+        if self.source and str(self.source) not in SOURCE_FORMATS:
+            raise InvalidInputError(f"source {self.source!r} is not one of {', '.join(SOURCE_FORMATS)}: kafka_stream "
+                                    "is this project's source, kafka Spark's own connector", setting="source")
+
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
 
@@ -148,6 +158,7 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
         from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission, running_submission
 
+        self._check_source()
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.driver_kafka_config()
         home = hook.home(require=False)  # a first submit makes the job home
@@ -163,7 +174,7 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             starting_offsets=self.starting_offsets, spark_conf=dict(self.spark_conf or {}),
             master=launcher.master(), deploy_mode=self.deploy_mode, executor_environment=environment,
             job_home_shared=True if self.job_home_shared else None, spark_conn_id=self.spark_conn_id,
-            kafka_conn_id=self.kafka_conn_id, kafka_connector=self._kafka_connector())
+            kafka_conn_id=self.kafka_conn_id, kafka_connector=self._kafka_connector(), source=self.source or None)
         running = running_submission(home) if self.starts_a_new_version else None
         submission = plan_submission(request, job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
                                      running=running)

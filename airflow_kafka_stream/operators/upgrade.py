@@ -155,6 +155,7 @@ def stream_upgrade_task_group(
     deploy_mode: str | None = None,
     job_home_shared: bool = False,
     kafka_connector: str | None = None,
+    source: str | None = None,
 ) -> TaskGroup:
     """The upgrade's tasks in a task group (see the module docstring); call it inside a DAG.
 
@@ -162,8 +163,8 @@ def stream_upgrade_task_group(
     upgrade is cold (stop, then start a driver). The standby rehearses the new version's query on a copy of the
     job's state for at most ``rehearsal_timeout_seconds`` before it is READY (docs/standby.md); the
     ``standby_ready_timeout_seconds`` include it. ``executor_environment``, ``deploy_mode``,
-    ``job_home_shared`` and ``kafka_connector`` are the new version's cluster settings (see StreamSubmitOperator;
-    not given, the running version's carry over); a rollback starts
+    ``job_home_shared`` and ``kafka_connector`` are the new version's cluster settings, ``source`` its source (see
+    StreamSubmitOperator; not given, the running version's carry over); a rollback starts
     the previous version with its own recorded ones.
 
     With ``deferrable``, the stop, the standby and the starts wait ``defer_after_seconds`` in their slot before
@@ -179,7 +180,7 @@ def stream_upgrade_task_group(
                    "topics": topics, "group": group, "output_path": output_path, "spark_conn_id": spark_conn_id,
                    "kafka_conn_id": kafka_conn_id, "spark_conf": spark_conf, "poll_seconds": poll_seconds,
                    "executor_environment": executor_environment, "deploy_mode": deploy_mode,
-                   "job_home_shared": job_home_shared, "kafka_connector": kafka_connector}
+                   "job_home_shared": job_home_shared, "kafka_connector": kafka_connector, "source": source}
         # With a standby, the stop gives the go itself when nothing is restored in between, and looks at the job
         # as often as the command line's upgrade does: each look's delay between the old version's end and the go
         # is downtime.

@@ -12,14 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.sink import resolve_sink
+from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, SOURCE_FORMATS
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
 
-SOURCE_FORMAT = "kafka_stream"
-#: Spark's own Kafka connector (``spark-sql-kafka-0-10``), the other source a job may read with.
-SPARK_KAFKA_FORMAT = "kafka"
-SOURCE_FORMATS = (SOURCE_FORMAT, SPARK_KAFKA_FORMAT)
+SOURCE_FORMAT = KAFKA_STREAM_FORMAT
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -79,7 +77,7 @@ class StreamConfig:
         if self.source_format not in SOURCE_FORMATS:
             raise InvalidInputError(f"source_format {self.source_format!r} is not one of {', '.join(SOURCE_FORMATS)}: "
                                     "kafka_stream is this project's source, kafka Spark's own connector",
-                                    setting="source_format")
+                                    setting="source")
         if bool(self.topics) == bool(self.subscribe_pattern):
             raise InvalidInputError("give exactly one of topics or subscribe_pattern")
         for name in ("heartbeat_seconds", "stop_poll_seconds", "drain_timeout_seconds",

@@ -3,7 +3,8 @@
 The example pipeline with ``--source kafka``, fed all along (a drain never waits for an idle topic): submit
 (group commits after each batch, verify against the checkpoint), an upgrade through a warm standby refused
 before any downtime with the way out, upgrades that move the job to this project's source and back on the same
-checkpoint, and a stop with a savepoint under load that ends after the running batch. Every record up to the
+checkpoint (the way back through the example stream_upgrade DAG, ``dag.test()``), and a stop with a savepoint
+under load that ends after the running batch. Every record up to the
 committed offsets is in the output exactly once, and the secret of ``--command-config`` is nowhere.
 """
 
@@ -18,8 +19,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from airflow_kafka_stream.storage.jobhome import JobHome
+from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.airflow.test_airflow_submit import all_process_arguments, kill_drivers
-from tests.integration.airflow.test_airflow_upgrade import Feeder, output_ids
+from tests.integration.airflow.test_airflow_upgrade import Feeder, example_dag, output_ids
 from tests.integration.cli_helpers import FAST_UPGRADE, run, wait_running
 from tests.integration.lifecycle.test_upgrade_rehearsal import newest_totals
 from tests.kafka_utils import committed, create_topic, unique
@@ -27,6 +29,8 @@ from tests.kafka_utils import committed, create_topic, unique
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
+FAST = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 90, "stop_timeout_seconds": 60,
+        "health_timeout_seconds": 180}
 SECRET = "pw-" + "Qv8Rn"
 
 
@@ -45,7 +49,8 @@ def events_before(bootstrap: str, topic: str, ends: dict[int, int]) -> list[dict
 
 
 def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_sources(tmp_path: Path,
-                                                                                       kafka_bootstrap):
+                                                                                       kafka_bootstrap, airflow_db,
+                                                                                       monkeypatch):
     topic = create_topic(kafka_bootstrap, unique("spark-kafka-life"), PARTITIONS)
     home, output, config = tmp_path / "home", tmp_path / "out", tmp_path / "client.properties"
     config.write_text(f"bootstrap.servers={kafka_bootstrap}\nsasl.username=svc-stream\nsasl.password={SECRET}\n")
@@ -69,14 +74,22 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
         assert (now["state"], now["pid"], JobHome(str(home)).spec()["version"]) == ("RUNNING", first["pid"], "1"), (
             "a refused standby leaves the running version alone")
 
-        moves = (("2", "kafka_stream"), ("3", "kafka"))
-        for version, source in moves:
-            code, out, err = run("upgrade", *job, "--app-version", version, "--source", source, "--no-standby",
-                                 "--json", *FAST_UPGRADE)
-            assert code == 0, out + err
-            assert json.loads(out)["upgraded"] is True
-            wait_running(home, version)
-            assert JobHome(str(home)).current_generation() == first["generation"], "the move keeps the checkpoint"
+        code, out, err = run("upgrade", *job, "--app-version", "2", "--source", "kafka_stream", "--no-standby",
+                             "--json", *FAST_UPGRADE)
+        assert code == 0, out + err
+        assert json.loads(out)["upgraded"] is True
+        wait_running(home, "2")
+        assert "--source kafka_stream" in " ".join(JobHome(str(home)).submission("2")["application_args"])
+
+        set_connection(monkeypatch, "kafka_default", kafka_connection(kafka_bootstrap))
+        set_connection(monkeypatch, "spark_default", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+        back = run_dag("stream_upgrade", path=example_dag("stream_upgrade"), conf={
+            "job_home": str(home), "new_version": "3", "topics": [topic], "group": group, "output_path": str(output),
+            "source": "kafka", "standby": False, **FAST})
+        assert back.tasks["upgrade.outcome"] == "success", back.tasks
+        wait_running(home, "3")
+        assert "--source kafka" in " ".join(JobHome(str(home)).submission("3")["application_args"])
+        assert JobHome(str(home)).current_generation() == first["generation"], "the moves keep the checkpoint"
 
         code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
         assert code == 0, out + err

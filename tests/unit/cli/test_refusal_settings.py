@@ -91,6 +91,8 @@ NO_SETTING = {
         (5, "a damaged or foreign savepoint: another savepoint is chosen, not a setting"),
     ("core/sink.py", "sink_from_spec", "InvalidInputError"):
         (2, "job.json's own record is invalid: fixed there or by restarting the job, no option overrides it"),
+    ("core/spark_kafka_options.py", "connector_options", "InvalidInputError"):
+        (1, "a job's own StreamConfig.source_options, set in its code: named in the message, no option gives them"),
     ("core/watermarks.py", "ask_until_valid", "KafkaAccessError"):
         (1, "the brokers keep answering invalid offsets: transient, retried, not a setting"),
 }

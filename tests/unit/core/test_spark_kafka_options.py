@@ -38,7 +38,6 @@ def test_options_only_kafka_stream_has_are_refused_each_named_with_the_way_out()
     text = str(refused.value)
     assert "readMode (Spark's connector always reads on the executors" in text
     assert "kafkaConsumer.cache (" in text and "spark.kafka.consumer.cache.capacity" in text
-    assert refused.value.setting == "source_options"
 
 
 @pytest.mark.parametrize(("mechanism", "module"), [
@@ -54,7 +53,7 @@ def test_a_librdkafka_login_becomes_a_jaas_login(mechanism, module):
 
 
 def test_settings_the_java_client_cannot_take_are_refused_naming_the_setting():
-    with pytest.raises(InvalidInputError, match="no Java login for sasl.mechanism OAUTHBEARER"):
+    with pytest.raises(InvalidInputError, match="no Java login for sasl.mechanism OAUTHBEARER.*\\(sasl.mechanism\\)"):
         java_client_settings({"sasl.mechanism": "OAUTHBEARER", "sasl.username": "u", "sasl.password": "p"})
     with pytest.raises(InvalidInputError, match="ssl.certificate.location .*PKCS#12 keystore"):
         java_client_settings({"ssl.certificate.location": "/c.pem", "ssl.key.location": "/k.pem"})

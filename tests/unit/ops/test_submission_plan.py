@@ -88,3 +88,9 @@ def test_the_example_reads_with_the_source_given_and_a_new_version_may_change_on
     assert moved.application_args == ("--home", HOME, "--app-version", "2", "--topic", "orders", "--source", "kafka")
     back = plan(moved, source="kafka_stream")
     assert back.application_args[-2:] == ("--source", "kafka_stream") and back.application_args.count("--source") == 1
+
+
+def test_a_new_version_given_the_examples_settings_keeps_the_running_versions_source_unless_told():
+    on_spark = plan(RUNNING, source="kafka")
+    assert plan(on_spark, **EXAMPLE).application_args[-2:] == ("--source", "kafka")
+    assert plan(on_spark, source="kafka_stream", **EXAMPLE).application_args[-2:] == ("--source", "kafka_stream")
