@@ -21,6 +21,10 @@ lock, generation, job.json, first status), query start (→ the query started), 
 planned: its ``offsets/N`` written, which includes the new query's source process starting).
 Drivers beat every 2 s: at 1 s, a loaded machine makes a driver fence itself (two silent intervals).
 ``BENCH_UPGRADE_PATHS=standby`` measures one path alone; ``BENCH_UPGRADE_KEEP=1`` keeps the logs and job home.
+
+``BENCH_UPGRADE_SOURCE=kafka`` runs the job on Spark's own connector (the example pipeline's ``--source kafka``):
+a warm standby cannot hold such a job's query, so the paths are the cold upgrade and the crash, and the figures
+``spark_kafka_upgrade_downtime_vs_restart`` and both medians in seconds.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ PARTS = ("drain", "savepoint", "go", "take", "query_start", "first_batch")
 ROUNDS = count("BENCH_UPGRADE_ROUNDS", 2, 1)
 PARTITIONS = 2
 #: The paths measured (all three for the ratios; one alone while working on it).
-KINDS = os.environ.get("BENCH_UPGRADE_PATHS", "upgrade,standby,crash").split(",")
+SOURCE = os.environ.get("BENCH_UPGRADE_SOURCE", "kafka_stream")
+KINDS = os.environ.get("BENCH_UPGRADE_PATHS", "upgrade,standby,crash" if SOURCE == "kafka_stream" else
+                       "upgrade,crash").split(",")
 
 
 class Job:
@@ -62,7 +68,7 @@ class Job:
         args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(self.home),
                 "--bootstrap", self.bootstrap, "--topic", self.topic, "--group", "bench-upgrade",
                 "--output", str(self.output), "--heartbeat-seconds", "2", "--app-version", str(self.version),
-                "--trigger-interval", "1 second"]
+                "--trigger-interval", "1 second", "--source", SOURCE]
         started = time.time()
         log = open(self.home.parent / f"driver-{self.version}.log", "wb")  # noqa: SIM115 - lives with the driver
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -230,19 +236,25 @@ def main() -> int:
             times: dict[str, list[float]] = {kind: [] for kind in paths}
             kinds = [kind for kind in paths if kind in KINDS]
             for round_ in range(ROUNDS):
-                for kind in kinds[round_ % 3:] + kinds[:round_ % 3]:  # each path in each position in turn
+                for kind in kinds[round_ % len(kinds):] + kinds[:round_ % len(kinds)]:  # each path in each position in turn
                     times[kind].append(paths[kind](job))
             print("# " + ", ".join(f"{kind} {[round(t, 2) for t in times[kind]]} s" for kind in kinds), file=sys.stderr)
             if {"upgrade", "standby", "crash"} <= set(kinds):
                 up, warm, down = (statistics.median(times[kind]) for kind in ("upgrade", "standby", "crash"))
                 print(f"upgrade_downtime_vs_restart: {up / down:.2f}")
                 print(f"standby_upgrade_downtime_vs_restart: {warm / down:.2f}")
+            elif SOURCE != "kafka_stream" and {"upgrade", "crash"} <= set(kinds):
+                up, down = (statistics.median(times[kind]) for kind in ("upgrade", "crash"))
+                print(f"spark_kafka_upgrade_downtime_vs_restart: {up / down:.2f}")
+                print(f"spark_kafka_upgrade_downtime_seconds: {up:.2f}")
+                print(f"spark_kafka_restart_downtime_seconds: {down:.2f}")
             for found in parts:
                 print("# standby upgrade parts (s): " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()),
                       file=sys.stderr)
-            for name in PARTS:
-                print(f"standby_downtime_{name}_seconds: {statistics.median(p[name] for p in parts):.2f}")
-            print(f"rehearsal_seconds: {statistics.median(p['rehearsal'] for p in parts):.1f}")
+            if parts:
+                for name in PARTS:
+                    print(f"standby_downtime_{name}_seconds: {statistics.median(p[name] for p in parts):.2f}")
+                print(f"rehearsal_seconds: {statistics.median(p['rehearsal'] for p in parts):.1f}")
         except BaseException:
             for log in sorted(Path(tmp).glob("driver-*.log")):  # what went wrong, before the folder goes
                 print(f"# --- end of {log.name} ---\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]),

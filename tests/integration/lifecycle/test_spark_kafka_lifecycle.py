@@ -143,3 +143,17 @@ def test_a_stateful_job_moves_from_sparks_connector_to_ours_with_its_state(tmp_p
         amount, count = expected.get(event["key"], (0.0, 0))
         expected[event["key"]] = (amount + event["amount"], count + 1)
     assert newest_totals(output, 1) == expected
+
+
+def test_a_job_on_sparks_connector_without_its_jar_is_refused_at_submit_naming_the_jar(tmp_path: Path,
+                                                                                      kafka_bootstrap):
+    topic = create_topic(kafka_bootstrap, unique("spark-kafka-nojar"), 1)
+    home = tmp_path / "home"
+    code, out, err = run("submit", "--job-home", str(home), "--bootstrap-server", kafka_bootstrap, "--topic", topic,
+                         "--group", unique("nojar"), "--output", str(tmp_path / "out"), "--master", "local[1]",
+                         "--source", "kafka", "--kafka-connector", "provided", "--app-version", "1",
+                         "--timeout", "120")
+    kill_drivers(home)
+    assert code != 0, out + err
+    assert "spark-sql-kafka-0-10 jar" in err and "kafka_connector auto or bundled" in err, err
+    assert JobHome(str(home)).status()["state"] == "FAILED"
