@@ -46,6 +46,7 @@ class Job:
     topics: dict[str, int]  # topic -> partitions
     sink: str | None = None  # parquet output directory, or None for a foreachBatch collector
     extra: dict[str, Any] = field(default_factory=dict)
+    source: str = "kafka_stream"  # the format its query reads with: this project's, or Spark's connector "kafka"
 
     @property
     def jobhome(self) -> JobHome:
@@ -70,7 +71,8 @@ class Job:
     def copy(self, destination: Path) -> Job:
         """The same job (same topics and group) in a copied home, to damage without harming others."""
         shutil.copytree(self.home, destination)
-        return Job(destination, self.bootstrap, self.group, dict(self.topics), self.sink, dict(self.extra))
+        return Job(destination, self.bootstrap, self.group, dict(self.topics), self.sink, dict(self.extra),
+                   self.source)
 
 
 def write_job_json(home: Path, bootstrap: str, group: str, topics: Sequence[str], sink: str | None = None) -> None:
@@ -81,11 +83,13 @@ def write_job_json(home: Path, bootstrap: str, group: str, topics: Sequence[str]
 
 
 def make_job(spark, bootstrap: str, home: Path, topics: dict[str, int], sink: str | None = None,
-             stateful_conf: dict[str, str] | None = None, group: str | None = None) -> Job:
-    """A job home whose generation 0001 real Spark wrote by reading ``topics`` from earliest to the end."""
+             stateful_conf: dict[str, str] | None = None, group: str | None = None,
+             source: str = "kafka_stream") -> Job:
+    """A job home whose generation 0001 real Spark wrote by reading ``topics`` from earliest to the end, with
+    ``source`` (``kafka_stream``, or Spark's connector ``kafka``)."""
     group = group or unique("cli-group")
     write_job_json(home, bootstrap, group, sorted(topics), sink)
-    job = Job(home, bootstrap, group, dict(topics), sink)
+    job = Job(home, bootstrap, group, dict(topics), sink, source=source)
     job.jobhome.new_generation("submit", start_offsets="earliest")
     if stateful_conf:
         run_stateful(spark, job, stateful_conf)
@@ -97,7 +101,7 @@ def make_job(spark, bootstrap: str, home: Path, topics: dict[str, int], sink: st
 
 def source_frame(spark, job: Job, starting: str):
     return (
-        spark.readStream.format("kafka_stream")
+        spark.readStream.format(job.source)
         .option("kafka.bootstrap.servers", job.bootstrap)
         .option("subscribe", ",".join(sorted(job.topics)))
         .option("startingOffsets", starting)

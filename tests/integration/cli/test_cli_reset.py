@@ -6,7 +6,8 @@ to the millisecond) the time T, then 5 more; B got 5 records
 before T. Each test starts with the checkpoint at the end (A 15/15, B 5) and
 leaves it there: a dry run changes nothing, ``--execute`` appends a batch and
 moves the group, and a real Spark query restarted on the checkpoint reads
-exactly from the targets to the end.
+exactly from the targets to the end. The whole module runs twice: the job's query reads with this project's
+source, then with Spark's own connector (``format("kafka")``).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ GAP = 0.02  # seconds before T: Kafka answers offsets-for-times to the milliseco
 GAP_AFTER = 2.0
 
 
-@pytest.fixture(scope="module")
-def world(spark, kafka_bootstrap, tmp_path_factory):
+@pytest.fixture(scope="module", params=["kafka_stream", "kafka"])
+def world(request, spark, kafka_bootstrap, tmp_path_factory):
     a = create_topic(kafka_bootstrap, unique("cli-reset-a"), partitions=2)
     b = create_topic(kafka_bootstrap, unique("cli-reset-b"), partitions=1)
     for p in (0, 1):
@@ -52,7 +53,8 @@ def world(spark, kafka_bootstrap, tmp_path_factory):
     time.sleep(GAP_AFTER)
     for p in (0, 1):
         produce(kafka_bootstrap, a, [(None, f"late-{p}-{i}") for i in range(5)], partition=p)
-    job = make_job(spark, kafka_bootstrap, tmp_path_factory.mktemp("cli-reset") / "home", {a: 2, b: 1})
+    job = make_job(spark, kafka_bootstrap, tmp_path_factory.mktemp("cli-reset") / "home", {a: 2, b: 1},
+                   source=request.param)
     highs = high_watermarks(kafka_bootstrap, job.partitions())
     assert highs == {TopicPartition(a, 0): 15, TopicPartition(a, 1): 15, TopicPartition(b, 0): 5}
     return {"job": job, "a": a, "b": b, "t": t, "highs": highs, "spark": spark}
