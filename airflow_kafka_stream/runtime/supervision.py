@@ -114,11 +114,13 @@ class Supervision:
                 self.draining = False
                 self._withdrawn()
             if draining_since is not None:
-                if self._drained() or self._between_batches():
+                by_answer = self._drained()  # the source's answer: it plans nothing more, no batch can follow
+                if by_answer or self._between_batches():
                     log.info("job %s: drained %.2fs after the stop request was seen", self.config.job_name,
                              time.monotonic() - draining_since)
                     query.stop()
-                    self._withdraw_unrun_batch()
+                    if not by_answer:  # a trigger may have begun planning between the look and the stop
+                        self._withdraw_unrun_batch()
                     return True
                 self._check_drain_overdue(draining_since)
             # Draining, the source's answer is looked for often: each look's delay is an upgrade's downtime.

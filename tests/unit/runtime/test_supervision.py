@@ -228,3 +228,24 @@ def test_a_batch_in_flight_from_an_earlier_run_is_held_but_never_withdrawn(tmp_p
     query.on_poll = spark_re_runs_batch_5
     assert supervision.supervise() is True
     assert read_position(run.checkpoint_location).in_flight_batch_id == 5
+
+
+def test_a_batch_planned_as_the_drain_stops_the_query_is_withdrawn(tmp_path):
+    """Between the look that found Spark between batches and the stop, a trigger planned batch 5; the stop cut it
+    off before its function ran (the gate never saw it): the checkpoint ends at batch 4."""
+    query = Query(trigger_active=False)
+    supervision, run, home = make(tmp_path, query)
+    root = tmp_path / "cp"
+    run.checkpoint_location = checkpoint(root, committed=4, planned=None)
+    supervision.gate(4)
+    home.request_stop("ops")
+    stop = query.stop
+
+    def stop_while_planning() -> None:
+        (root / "offsets" / "5").write_text(f'v1\n{OFFSET_METADATA}\n{{"t":{{"0":50}}}}')
+        stop()
+
+    query.stop = stop_while_planning
+    assert supervision.supervise() is True
+    position = read_position(run.checkpoint_location)
+    assert (position.batch_id, position.in_flight_batch_id) == (4, None)
