@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -78,3 +79,16 @@ def test_a_cancel_ends_it(tmp_path):
     thread.join(5)
     assert "ended by upgrade: not ready" in outcome["error"]
     assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ENDED
+
+
+def test_a_standby_whose_job_code_fails_before_its_warm_up_says_why_in_its_record(tmp_path):
+    """Not "the process exited": the upgrade that launched it fails before its stop with the job's own reason."""
+    home = JobHome(str(tmp_path))
+    standby = Standby(home, "tok", "2", heartbeat_seconds=0.2)
+    standby.fail_early("InvalidInputError: a warm standby cannot hold this source; upgrade with --no-standby")
+    record = home.read_control(STANDBY_RECORD)
+    assert (record["token"], record["state"]) == ("tok", rules.StandbyState.FAILED)
+    verdict = rules.judge_ready(record, "tok", process_alive=False, now=datetime.now(UTC))
+    assert verdict.outcome == rules.Readiness.FAILED and "upgrade with --no-standby" in verdict.message
+    standby.fail_early("a second reason")  # the record already says how it ended
+    assert home.read_control(STANDBY_RECORD)["error"].endswith("--no-standby")
