@@ -9,6 +9,12 @@ printed (run-to-run noise here is about ±0.5 s of 7 s, more than the runtime's 
 the OpenTelemetry export on (OTLP/HTTP every second to a receiver in a process of its own,
 ``tests/otlp_receiver.py``: in the driver's process its decoding would take the driver's interpreter lock)
 and the time lag measured (which the runtime always does), against the same bare runs.
+
+A streaming job pays the runtime's cost on every batch and its start and end once. ``runtime_overhead_per_batch``
+and ``runtime_overhead_per_batch_with_metrics`` set the batches' span (from the first batch's trigger to the end of
+the last one's, from Spark's own progress reports) against the bare query's; ``runtime_fixed_seconds`` is what the
+runtime adds once, outside that span (taking the job, its first status, the final commit and status, closing its
+Kafka clients): the whole-run figures above are the two together, over a run of ~60 batches.
 """
 
 from __future__ import annotations
@@ -54,6 +60,33 @@ def fill_topic(bootstrap: str, topic: str) -> None:
     assert producer.flush(120) == 0
 
 
+class Run(float):
+    """A run's wall time (the float), with the span of its batches (``span``)."""
+
+    span: float
+
+    @classmethod
+    def of(cls, elapsed: float, query) -> Run:
+        found = cls(elapsed)
+        found.span = batch_span(query)
+        return found
+
+
+def batch_span(query) -> float:
+    """Seconds from the first data batch's trigger to the end of the last one's (Spark's progress reports)."""
+    from datetime import datetime
+
+    batches = [p for p in query.recentProgress if (p["numInputRows"] or 0) > 0]
+    if len(batches) < 2:
+        raise SystemExit(f"only {len(batches)} progress reports kept: raise spark.sql.streaming.numRecentProgressUpdates")
+
+    def start(progress) -> float:
+        return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+    last = batches[-1]
+    return start(last) + last["durationMs"]["triggerExecution"] / 1000 - start(batches[0])
+
+
 def bare_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest",
                "maxOffsetsPerTrigger": str(per_trigger)}
@@ -64,8 +97,9 @@ def bare_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) 
     query.awaitTermination()
     elapsed = time.perf_counter() - began
     batches = (query.lastProgress or {}).get("batchId")
-    print(f"# bare: {elapsed:.2f}s, last batch {batches}", file=sys.stderr)
-    return elapsed
+    found = Run.of(elapsed, query)
+    print(f"# bare: {elapsed:.2f}s, batches {found.span:.2f}s, last batch {batches}", file=sys.stderr)
+    return found
 
 
 def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: str) -> float:
@@ -80,9 +114,10 @@ def runtime_run(spark, bootstrap: str, topic: str, per_trigger: int, workdir: st
     elapsed = time.perf_counter() - began
     if result.exit_code != 0 or result.records != RECORDS:
         raise SystemExit(f"runtime run ended {result.summary()}")
-    print(f"# runtime: {elapsed:.2f}s, {result.batches} batches, "
+    found = Run.of(elapsed, runtime.run_state.query)
+    print(f"# runtime: {elapsed:.2f}s, batches {found.span:.2f}s, {result.batches} batches, "
           f"{runtime.committer.successes} group commits", file=sys.stderr)
-    return elapsed
+    return found
 
 
 @contextmanager
@@ -107,6 +142,17 @@ def per_round(times: list[float], bare: list[float]) -> float:
     return statistics.median(run / base for run, base in zip(times, bare, strict=True)) - 1
 
 
+def spans(runs: list[Run]) -> list[float]:
+    return [run.span for run in runs]
+
+
+def fixed_seconds(runs: list[Run], bare: list[Run]) -> float:
+    """The median over the rounds of what the run adds outside its batches' span, over the bare run's."""
+    import statistics
+
+    return statistics.median((run - run.span) - (base - base.span) for run, base in zip(runs, bare, strict=True))
+
+
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     from airflow_kafka_stream.devstack.broker import existing_or_local_broker
@@ -122,10 +168,14 @@ def main() -> int:
     try:
         topic = unique("bench-runtime")
         fill_topic(bootstrap, topic)
-        spark = local_session("bench-runtime", cores="2")
+        # Every batch's progress kept (Spark keeps 100), for the batches' span.
+        spark = local_session("bench-runtime", cores="2",
+                              extra={"spark.sql.streaming.numRecentProgressUpdates": str(BATCHES * 2 + 10)})
         per_trigger = RECORDS // BATCHES
         with tempfile.TemporaryDirectory(prefix="bench-runtime-") as tmp:
-            bare, managed, measured = [], [], []
+            bare: list[Run] = []
+            managed: list[Run] = []
+            measured: list[Run] = []
 
             def with_metrics(*args) -> float:
                 with metrics_on(endpoint):
@@ -151,6 +201,9 @@ def main() -> int:
         # warming, a neighbour's load) hits a round's runs alike, and one slow run does not decide.
         print(f"runtime_overhead: {per_round(managed, bare):.4f}", flush=True)
         print(f"runtime_overhead_with_metrics: {per_round(measured, bare):.4f}", flush=True)
+        print(f"runtime_overhead_per_batch: {per_round(spans(managed), spans(bare)):.4f}", flush=True)
+        print(f"runtime_overhead_per_batch_with_metrics: {per_round(spans(measured), spans(bare)):.4f}", flush=True)
+        print(f"runtime_fixed_seconds: {fixed_seconds(managed, bare):.2f}", flush=True)
         return 0
     finally:
         if receiver.poll() is None:

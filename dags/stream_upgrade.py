@@ -30,6 +30,7 @@ with DAG(
                              description="The new version's PySpark file (empty: the package's example pipeline)"),
         "application_args": Param([], type="array", items={"type": "string"}, title="Application arguments"),
         **params.pipeline(),
+        **params.source(None),
         "drop_state": Param(False, type="boolean", title="Drop operator state",
                             description="Start a fresh checkpoint at the savepoint's offsets (incompatible query)"),
         "health_batches": Param(3, type="integer", minimum=1, title="Batches the new version must commit"),

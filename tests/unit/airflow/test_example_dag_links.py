@@ -51,3 +51,17 @@ def test_the_short_circuit_passes_unless_the_run_only_checks(check_only, upgrade
 
     task = UpgradeUnlessCheckOnlyOperator(task_id="gate", job_home="/jobs/orders", check_only=check_only)
     assert task.python_callable(*task.op_args) is upgrades
+
+
+@pytest.mark.parametrize("path", DAGS, ids=lambda p: p.stem)
+def test_every_param_a_task_renders_is_declared_by_its_example_dag(path: Path) -> None:
+    """A template naming a param the DAG lacks renders only when a run's conf happens to give it: any other run
+    fails at that task (Jinja's "'dict object' has no attribute ...")."""
+    import re
+
+    dag = load(path)
+    for task in dag.tasks:
+        for field in task.template_fields:
+            text = repr(getattr(task, field, None))
+            for name in re.findall(r"params\.(\w+)", text):
+                assert name in dag.params, f"{dag.dag_id}.{task.task_id}.{field} renders params.{name}, not declared"
