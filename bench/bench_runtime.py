@@ -4,7 +4,8 @@ The same query (``kafka_stream`` source, noop sink, availableNow, maxOffsetsPerT
 chosen for ~60 batches) reads the same topic twice per round: bare, and under
 :class:`StreamRuntime`. Rounds alternate which of the two runs first, so drift on a shared
 machine hits all; each round's runs are set against that round's bare run and the median round is
-printed (run-to-run noise here is about ±0.5 s of 7 s, more than the runtime's cost, so five rounds). Prints ``runtime_overhead: <fraction>``
+printed (run-to-run noise here is about ±0.5 s of 7-10 s, more than the runtime's cost, so nine rounds after two
+warm-ups of each kind). Prints ``runtime_overhead: <fraction>``
 (time with the runtime / time bare - 1), and ``runtime_overhead_with_metrics``: the same runtime run with
 the OpenTelemetry export on (OTLP/HTTP every second to a receiver in a process of its own,
 ``tests/otlp_receiver.py``: in the driver's process its decoding would take the driver's interpreter lock)
@@ -28,7 +29,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from smoke import SMOKE, count
+from smoke import count
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,7 +37,10 @@ sys.path.insert(0, str(ROOT))
 RECORDS = count("BENCH_RUNTIME_RECORDS", 300_000, 2_000)
 PARTITIONS = 4
 BATCHES = count(None, 60, 4)
-ROUNDS = count("BENCH_RUNTIME_ROUNDS", 5, 1)
+ROUNDS = count("BENCH_RUNTIME_ROUNDS", 9, 1)
+#: Warm-up runs of each kind, interleaved, before the rounds: a JVM's runs kept getting faster over the first
+#: six or so (12.3 s, then 10.4, then 9.8 for the same bare query on 2026-11-29), which a round's order then decided.
+WARM_UPS = count("BENCH_RUNTIME_WARM_UPS", 2, 0)
 #: The export interval of the run with metrics: far more often than the SDK's 60 s, so the run pays for ~20 exports.
 EXPORT_INTERVAL_MS = "1000"
 
@@ -183,9 +187,9 @@ def main() -> int:
 
             # One warm-up of each kind, not only of the bare query: a kind's first runs in a JVM are slower (2 s
             # of 7 here), and a kind without its warm-up would pay for it in the rounds.
-            for run, kind in ((bare_run, "bare"), (runtime_run, "runtime"), (with_metrics, "metrics")):
-                if not SMOKE:
-                    run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup-{kind}")
+            for warm_up in range(WARM_UPS):
+                for run, kind in ((bare_run, "bare"), (runtime_run, "runtime"), (with_metrics, "metrics")):
+                    run(spark, bootstrap, topic, per_trigger, f"{tmp}/warmup{warm_up}-{kind}")
 
             for number in range(ROUNDS):
                 # Which kind runs first alternates too: later runs in a JVM drift, and the order must not decide.
