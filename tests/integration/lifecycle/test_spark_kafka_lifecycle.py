@@ -1,7 +1,8 @@
 """A job that reads with Spark's own Kafka connector (``format("kafka")``) through the command line's lifecycle.
 
 The example pipeline with ``--source kafka``, fed all along (a drain never waits for an idle topic): submit
-(group commits after each batch, verify against the checkpoint), an upgrade through a warm standby refused
+(group commits after each batch, verify against the checkpoint), a live savepoint, a ``kill -9`` the watchdog
+recovers from, an upgrade through a warm standby refused
 before any downtime with the way out, upgrades that move the job to this project's source and back on the same
 checkpoint (the way back through the example stream_upgrade DAG, ``dag.test()``), and a stop with a savepoint
 under load that ends after the running batch. Every record up to the
@@ -23,6 +24,7 @@ from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.airflow.test_airflow_submit import all_process_arguments, kill_drivers
 from tests.integration.airflow.test_airflow_upgrade import Feeder, example_dag, output_ids
 from tests.integration.cli_helpers import FAST_UPGRADE, run, wait_running
+from tests.integration.lifecycle.test_front_ends_agree import killed
 from tests.integration.lifecycle.test_upgrade_rehearsal import newest_totals
 from tests.kafka_utils import committed, create_topic, unique
 
@@ -67,6 +69,14 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
 
         code, out, err = run("verify", *job, "--json")
         assert code == 0, out + err  # the group holds each batch's offsets: what the checkpoint holds
+
+        code, out, err = run("savepoint", "create", "--job-home", str(home), "--json")
+        assert code == 0, out + err  # a live savepoint of the running connector job
+        assert json.loads(out)["id"]
+        killed(home)
+        code, out, err = run("watchdog", *job, "--json")
+        assert code == 0 and json.loads(out)["action"] == "restart", out + err
+        first = wait_running(home, "1", pid_not=first["pid"])  # the replay reads with the connector again
 
         code, out, err = run("upgrade", *job, "--app-version", "2", "--json", *FAST_UPGRADE)
         assert code != 0 and "--no-standby" in err, out + err
@@ -113,9 +123,9 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
             assert SECRET.encode() not in path.read_bytes(), f"the secret is in {path}"
 
 
-def test_a_stateful_job_moves_from_sparks_connector_to_ours_with_its_state(tmp_path: Path, kafka_bootstrap):
-    """The per-key running totals (Spark's state store) carry over the move: each key's total is the sum of its
-    records up to the committed offsets, each counted once."""
+def test_a_stateful_job_moves_between_sparks_connector_and_ours_with_its_state(tmp_path: Path, kafka_bootstrap):
+    """The per-key running totals (Spark's state store) carry over the moves, to this project's source and back:
+    each key's total is the sum of its records up to the committed offsets, each counted once."""
     topic = create_topic(kafka_bootstrap, unique("spark-kafka-totals"), PARTITIONS)
     home, output, group = tmp_path / "home", tmp_path / "out", unique("spark-kafka-totals")
     job = ("--job-home", str(home), "--bootstrap-server", kafka_bootstrap)
@@ -131,6 +141,10 @@ def test_a_stateful_job_moves_from_sparks_connector_to_ours_with_its_state(tmp_p
                              "--json", *FAST_UPGRADE)
         assert code == 0, out + err
         wait_running(home, "2")
+        code, out, err = run("upgrade", *job, "--app-version", "3", "--source", "kafka", "--no-standby",
+                             "--json", *FAST_UPGRADE)
+        assert code == 0, out + err
+        wait_running(home, "3")
         code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
         assert code == 0, out + err
     finally:
