@@ -105,6 +105,10 @@ class SourceSetup:
         self._prepare()
         options = self.options_for(self.run.starting_offsets)
         found = connector_options(options, self._fresh_start(options))
+        # Shown where kafka_stream shows its readMode (status, the job page): which source reads, and where.
+        self.run.read_placement = {"mode": "executors", "source": SPARK_KAFKA_FORMAT,
+                                   "reason": "Spark's own Kafka connector (format(\"kafka\")) reads every batch in "
+                                             "Spark tasks on the executors, a task per Kafka partition"}
         try:
             return self.spark.readStream.format(SPARK_KAFKA_FORMAT).options(**found).load()
         except Exception as exc:

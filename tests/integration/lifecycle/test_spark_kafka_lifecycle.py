@@ -65,6 +65,9 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
                              "--master", "local[2]", "--source", "kafka", "--app-version", "1", "--json")
         assert code == 0, err
         first = wait_running(home, "1")
+        assert first["read_placement"]["reason"].startswith("Spark's own Kafka connector"), first["read_placement"]
+        code, out, err = run("status", "--job-home", str(home))
+        assert "reads batches   Spark's own Kafka connector" in out, out
         assert "--source kafka" in " ".join(JobHome(str(home)).submission("1")["application_args"])
 
         code, out, err = run("verify", *job, "--json")
