@@ -118,6 +118,9 @@ def test_watchdog_restarts_a_killed_driver_leaves_a_stopped_job_and_gives_up_on_
     ids = output_ids(output)
     assert len(ids) == len(set(ids)) and set(ids) == {f"e{i}" for i in range(sent)}
 
+    # The stopped driver's process exits seconds after it wrote STOPPED (Spark's own shutdown), longer on a loaded
+    # machine: a driver found after that is one the watchdog started.
+    wait_for(lambda: not drivers_of(home), "the stopped driver's process to exit")
     left_alone = run_dag("aks_watchdog", watchdog_dag(home))
     assert left_alone.xcom("watchdog")["action"] == "nothing" and "on purpose" in left_alone.xcom("watchdog")["reason"]
     assert drivers_of(home) == [], "a stopped job must stay stopped"
