@@ -14,6 +14,7 @@ import os
 from airflow.sdk import Param
 
 from airflow_kafka_stream.core.reset_strategy import StrategyKind
+from airflow_kafka_stream.core.spark_kafka_options import SOURCE_FORMATS
 
 STRATEGIES = [kind.value for kind in StrategyKind.choices()]
 
@@ -44,7 +45,7 @@ def source(default: str | None) -> dict[str, Param]:
     """The source the example pipeline reads with; ``None`` as the default (an upgrade's) keeps the running
     version's."""
     return {"source": Param(default, type=["null", "string"] if default is None else "string",
-                            enum=[None, "kafka_stream", "kafka"] if default is None else ["kafka_stream", "kafka"],
+                            enum=[None, *SOURCE_FORMATS] if default is None else list(SOURCE_FORMATS),
                             title="Source", description="kafka_stream (this project's) or kafka (Spark's own "
                             "connector)" + ("; empty keeps the running version's, a value moves the job to it"
                                             if default is None else ""))}

@@ -12,6 +12,7 @@ from typing import Any
 from airflow_kafka_stream.cli.common import nonempty
 from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import is_secret_key
+from airflow_kafka_stream.core.spark_kafka_options import SOURCE_FORMATS
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
 
@@ -39,7 +40,7 @@ def add_launch_args(p: argparse.ArgumentParser, *, version_required: bool = True
     p.add_argument("--output", type=nonempty, help="with the example pipeline: its output directory")
     p.add_argument("--starting-offsets", default="earliest", type=nonempty,
                    help="with the example pipeline: where a fresh checkpoint starts (earliest, latest, group, JSON)")
-    p.add_argument("--source", choices=["kafka_stream", "kafka"],
+    p.add_argument("--source", choices=SOURCE_FORMATS,
                    help="with the example pipeline: the source it reads with, this project's kafka_stream (default) "
                         "or Spark's own connector kafka; an upgrade that gives only this moves the job between them")
     p.add_argument("--master", type=nonempty,

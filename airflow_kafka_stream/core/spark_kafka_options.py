@@ -25,6 +25,20 @@ KAFKA_STREAM_FORMAT = "kafka_stream"
 SPARK_KAFKA_FORMAT = "kafka"
 SOURCE_FORMATS = (KAFKA_STREAM_FORMAT, SPARK_KAFKA_FORMAT)
 
+#: Why a warm standby cannot serve a job on Spark's connector, and the way out: said by an upgrade before any driver
+#: starts (the example pipeline) and by a standby driver as it builds its query (an application of the user's own).
+STANDBY_REFUSAL = ("a warm standby starts its query ahead and holds it in this project's source (kafka_stream) until "
+                   "its go, and rehearses by re-binding that source's options, which Spark's connector cannot do. "
+                   "Upgrade without a standby (--no-standby, or standby=False): the new version starts after the stop")
+
+
+def check_source_format(value: object, name: str = "source") -> None:
+    """Refuse a source that is neither of :data:`SOURCE_FORMATS`, naming both and ``name``, where it was given (the
+    ``source`` setting: ``--source``, the operators' ``source``)."""
+    if value not in SOURCE_FORMATS:
+        raise InvalidInputError(f"{name} {value!r} is not one of {', '.join(SOURCE_FORMATS)}: kafka_stream is this "
+                                "project's source, kafka Spark's own connector", setting="source")
+
 #: Options only ``kafka_stream`` reads, with what a job on Spark's connector does instead.
 KAFKA_STREAM_ONLY = {
     "readmode": "Spark's connector always reads on the executors; remove readMode",

@@ -11,7 +11,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import secret_values
-from airflow_kafka_stream.core.spark_kafka_options import SOURCE_FORMATS
+from airflow_kafka_stream.core.spark_kafka_options import check_source_format
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
@@ -138,11 +138,6 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             raise InvalidInputError(f"min_batches must be a whole number >= 0, got {self.min_batches!r}")
         self.min_batches = value
 
-    def _check_source(self) -> None:
-        if self.source and str(self.source) not in SOURCE_FORMATS:
-            raise InvalidInputError(f"source {self.source!r} is not one of {', '.join(SOURCE_FORMATS)}: kafka_stream "
-                                    "is this project's source, kafka Spark's own connector", setting="source")
-
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
 
@@ -158,7 +153,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
         from airflow_kafka_stream.ops.submission_plan import SubmissionRequest, plan_submission, running_submission
 
-        self._check_source()
+        if self.source:
+            check_source_format(str(self.source))
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         kafka = hook.driver_kafka_config()
         home = hook.home(require=False)  # a first submit makes the job home

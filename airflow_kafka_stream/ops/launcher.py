@@ -137,6 +137,12 @@ def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequ
     return args
 
 
+def example_option(arguments: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` (e.g. ``--source``) in the example pipeline's arguments, or None."""
+    found = [str(arg) for arg in arguments]
+    return found[found.index(flag) + 1] if flag in found[:-1] else None
+
+
 def example_pipeline_topics(submission: Submission) -> list[str]:
     """The topics a submission of the example pipeline (or of a version taking its arguments) reads; none for an
     application of the user's own, whose sources are known only once it runs."""

@@ -25,13 +25,13 @@ from typing import Any
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.job_watch import WaitStatus
-from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT
+from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, STANDBY_REFUSAL
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import written_state
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
 from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.launcher import EXAMPLE_PIPELINE, Launcher, Submission, check_launch
+from airflow_kafka_stream.ops.launcher import EXAMPLE_PIPELINE, Launcher, Submission, check_launch, example_option
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
 from airflow_kafka_stream.ops.watch import wait
@@ -41,17 +41,14 @@ from airflow_kafka_stream.storage.processes import end_process, process_alive
 
 log = logging.getLogger(__name__)
 
+
 def _refuse_unholdable_source(submission: Submission) -> None:
     """The example pipeline on Spark's own connector cannot be held by a standby: refused before a driver starts
     (an application of the user's own on it is refused by its standby driver, also before any downtime)."""
-    args = [str(arg) for arg in submission.application_args]
-    if submission.program == EXAMPLE_PIPELINE and "--source" in args[:-1] and \
-            args[args.index("--source") + 1] == SPARK_KAFKA_FORMAT:
-        raise InvalidInputError(
-            f"version {submission.app_version} reads with Spark's Kafka connector (--source kafka): a standby starts "
-            "its query ahead and holds it in this project's source (kafka_stream) until its go, and rehearses by "
-            "re-binding that source's options, which the connector cannot do. Upgrade without a standby "
-            "(--no-standby, or standby=False): the new version starts after the stop; nothing was changed")
+    if submission.program == EXAMPLE_PIPELINE and \
+            example_option(submission.application_args, "--source") == SPARK_KAFKA_FORMAT:
+        raise InvalidInputError(f"version {submission.app_version} reads with Spark's Kafka connector (--source "
+                                f"kafka): {STANDBY_REFUSAL}; nothing was changed")
 
 
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,

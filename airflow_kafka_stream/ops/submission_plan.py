@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from airflow_kafka_stream.ops.launcher import Submission, example_pipeline_args
+from airflow_kafka_stream.ops.launcher import Submission, example_option, example_pipeline_args
 from airflow_kafka_stream.ops.submit import recorded_submission
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -85,7 +85,7 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
                 arguments = _with_option(arguments, "--source", request.source)
             return replace(running, app_version=str(request.app_version), application_args=arguments, **given)
     arguments = tuple(str(arg) for arg in request.application_args)
-    source = request.source or (_option(running.application_args, "--source") if running is not None else None)
+    source = request.source or (example_option(running.application_args, "--source") if running is not None else None)
     if request.uses_example_arguments:
         arguments = tuple(example_pipeline_args(
             job_home=job_home, bootstrap_servers=bootstrap_servers, topics=list(request.topics),
@@ -105,12 +105,6 @@ def running_submission(home: JobHome) -> Submission | None:
     if not version or home.submission(str(version)) is None:
         return None
     return recorded_submission(home, str(version))
-
-
-def _option(arguments: Sequence[str], flag: str) -> str | None:
-    """The value of ``flag`` in the example pipeline's arguments, or None."""
-    found = [str(arg) for arg in arguments]
-    return found[found.index(flag) + 1] if flag in found[:-1] else None
 
 
 def _with_option(arguments: Sequence[str], flag: str, value: str) -> tuple[str, ...]:

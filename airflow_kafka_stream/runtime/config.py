@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.sink import resolve_sink
-from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, SOURCE_FORMATS
+from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, check_source_format
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.clients import check_client_config
@@ -74,10 +74,7 @@ class StreamConfig:
             raise InvalidInputError("bootstrap servers are required: set bootstrap_servers, e.g. host:9092")
         if not self.group_id:
             raise InvalidInputError("a consumer group is required for offset commits: set group_id")
-        if self.source_format not in SOURCE_FORMATS:
-            raise InvalidInputError(f"source_format {self.source_format!r} is not one of {', '.join(SOURCE_FORMATS)}: "
-                                    "kafka_stream is this project's source, kafka Spark's own connector",
-                                    setting="source")
+        check_source_format(self.source_format, "source_format")
         if bool(self.topics) == bool(self.subscribe_pattern):
             raise InvalidInputError("give exactly one of topics or subscribe_pattern")
         for name in ("heartbeat_seconds", "stop_poll_seconds", "drain_timeout_seconds",

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from airflow_kafka_stream.checkpoint.reader import read_started_position
 from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
 from airflow_kafka_stream.core.kafka_connector import CONNECTOR_ARTIFACT, INSTALL_HINT
-from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, START_OPTIONS, connector_options
+from airflow_kafka_stream.core.spark_kafka_options import (
+    SPARK_KAFKA_FORMAT,
+    STANDBY_REFUSAL,
+    START_OPTIONS,
+    connector_options,
+)
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
 from airflow_kafka_stream.runtime.run_state import RunState
@@ -98,10 +103,7 @@ class SourceSetup:
     def _read_with_spark_connector(self):
         """The job's topics through Spark's own connector, started where ``kafka_stream`` would start."""
         if self.standing_by():
-            raise InvalidInputError(
-                "a warm standby starts its query ahead and holds it in this project's source (kafka_stream) until its "
-                "go; a job reading with Spark's Kafka connector (format(\"kafka\")) cannot be held so. Upgrade it "
-                "without a standby (--no-standby, or standby=False): the new version starts after the stop")
+            raise InvalidInputError(f"this job reads with Spark's Kafka connector (format(\"kafka\")): {STANDBY_REFUSAL}")
         self._prepare()
         options = self.options_for(self.run.starting_offsets)
         found = connector_options(options, self._fresh_start(options))
