@@ -17,11 +17,14 @@ Verdicts:
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
 
 
 class Verdict(StrEnum):
@@ -214,3 +217,17 @@ def spark_error_line(error: str) -> str:
         if re.search(r"\[[A-Z_.]+\]", line):
             return re.sub(r"^.*?(\[[A-Z_.]+\])", r"\1", line).strip()[:400]
     return error.strip().splitlines()[0][:400] if error.strip() else "no error text"
+
+
+def stretch_end(end: PartitionOffsets, high: Mapping[TopicPartition, int], records: int) -> PartitionOffsets:
+    """Where a rehearsal's bounded stretch of newer records ends: ``end`` advanced on every partition by an even
+    share of ``records`` (at least one each), never past what the partition holds now (``high``, its next
+    offset) and never back; a partition whose high offset is unknown keeps its end."""
+    share = max(1, math.ceil(records / max(1, len(end))))
+    return {tp: max(offset, min(offset + share, high.get(tp, offset))) for tp, offset in end.items()}
+
+
+def streaming_source_count(logical_plan: str) -> int:
+    """How many streaming sources a query's logical plan (its tree string) reads: one ``StreamingRelation``
+    node each."""
+    return len(re.findall(r"^[\s:+\-|~]*StreamingRelation", logical_plan, flags=re.MULTILINE))

@@ -25,11 +25,10 @@ KAFKA_STREAM_FORMAT = "kafka_stream"
 SPARK_KAFKA_FORMAT = "kafka"
 SOURCE_FORMATS = (KAFKA_STREAM_FORMAT, SPARK_KAFKA_FORMAT)
 
-#: Why a warm standby cannot serve a job on Spark's connector, and the way out: said by an upgrade before any driver
-#: starts (the example pipeline) and by a standby driver as it builds its query (an application of the user's own).
-STANDBY_REFUSAL = ("a warm standby starts its query ahead and holds it in this project's source (kafka_stream) until "
-                   "its go, and rehearses by re-binding that source's options, which Spark's connector cannot do. "
-                   "Upgrade without a standby (--no-standby, or standby=False): the new version starts after the stop")
+#: The start a standby's connector query is defined with: it names no partition the job reads, so a start the
+#: runtime did not seed in the checkpoint (``checkpoint.rehearsal_copy.write_initial_offsets``) fails at once
+#: instead of reading from a place nobody chose.
+UNSEEDED_START = '{"airflow-kafka-stream.start-not-seeded":{"0":-2}}'
 
 
 def check_source_format(value: object, name: str = "source") -> None:
@@ -114,12 +113,14 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[str, int]] | None) -> dict[str, str]:
+def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[str, int]] | None, *,
+                      seeded: bool = False) -> dict[str, str]:
     """``format("kafka")`` options for a job whose ``kafka_stream`` options are ``options``.
 
     ``start``: where a fresh start begins (nested offsets, resolved by the runtime), or None when the checkpoint
-    already holds a position (Spark then ignores where a start would begin). Refuses options only ``kafka_stream``
-    has, naming each with what to do instead.
+    already holds a position (Spark then ignores where a start would begin). ``seeded``: every start of this
+    DataFrame finds its start in its checkpoint (a standby's, defined before it knows its run), so the option is
+    :data:`UNSEEDED_START`. Refuses options only ``kafka_stream`` has, naming each with what to do instead.
     """
     refused = [f"{name} ({KAFKA_STREAM_ONLY[name.lower()]})" for name in options
                if name.lower() in KAFKA_STREAM_ONLY]
@@ -133,5 +134,6 @@ def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[st
         lowered = name.lower()
         if not lowered.startswith("kafka.") and lowered not in START_OPTIONS:
             found[name] = str(value)
-    found["startingOffsets"] = json.dumps(start, sort_keys=True, separators=(",", ":")) if start else "earliest"
+    found["startingOffsets"] = UNSEEDED_START if seeded else (
+        json.dumps(start, sort_keys=True, separators=(",", ":")) if start else "earliest")
     return found

@@ -25,13 +25,12 @@ from typing import Any
 
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.job_watch import WaitStatus
-from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, STANDBY_REFUSAL
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import written_state
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.ops.guard import job_is_running
-from airflow_kafka_stream.ops.launcher import EXAMPLE_PIPELINE, Launcher, Submission, check_launch, example_option
+from airflow_kafka_stream.ops.launcher import Launcher, Submission, check_launch
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.submit import HANDED_OVER, SubmitResult, driver_log_path, log_tail, record_submission
 from airflow_kafka_stream.ops.watch import wait
@@ -40,15 +39,6 @@ from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import end_process, process_alive
 
 log = logging.getLogger(__name__)
-
-
-def _refuse_unholdable_source(submission: Submission) -> None:
-    """The example pipeline on Spark's own connector cannot be held by a standby: refused before a driver starts
-    (an application of the user's own on it is refused by its standby driver, also before any downtime)."""
-    if submission.program == EXAMPLE_PIPELINE and \
-            example_option(submission.application_args, "--source") == SPARK_KAFKA_FORMAT:
-        raise InvalidInputError(f"version {submission.app_version} reads with Spark's Kafka connector (--source "
-                                f"kafka): {STANDBY_REFUSAL}; nothing was changed")
 
 
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
@@ -65,7 +55,6 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
     rehearse = dict(rehearse or {})
     check = bool(rehearse.get("check"))
     check_launch(launcher, submission)  # bad input is refused before anything changes
-    _refuse_unholdable_source(submission)
     with recorded_operation(home, "standby-launch", {"app_version": app_version, "rehearse": rehearse},
                             by=by) as record:
         found = home.standby_record()

@@ -14,6 +14,11 @@ commits to it), status, lock and output stay untouched; the scratch area is remo
 A state failure (see ``core.rehearsal``) is rehearsed again without state, from the same offsets, to
 tell ``needs drop_state`` from ``fails``. A failure on a record is narrowed to the record's partition
 and offset by re-running stateless rehearsals on halves of the stretch (at most :data:`MAX_LOCATE_RUNS`).
+
+Each run is bounded: this project's source by its binding file (``source/binding.py``); Spark's connector, which
+keeps the options its DataFrame was defined with, by the checkpoint (``checkpoint/rehearsal_copy.py``: the copy's
+re-run batch stretched over up to ``MAX_BATCHES * BATCH_RECORDS`` newer records, a seeded one for each stateless
+run), each run then being that one batch (``Trigger.Once``).
 """
 
 from __future__ import annotations
@@ -25,7 +30,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.reader import read_position
-from airflow_kafka_stream.checkpoint.rehearsal_copy import RehearsalCopy, copy_for_rehearsal
+from airflow_kafka_stream.checkpoint.rehearsal_copy import (
+    RehearsalCopy,
+    bound_pending_batch,
+    copy_for_rehearsal,
+    seed_checkpoint,
+)
 from airflow_kafka_stream.checkpoint.state_info import read_state
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, render_offsets_json
 from airflow_kafka_stream.core.rehearsal import (
@@ -37,8 +47,11 @@ from airflow_kafka_stream.core.rehearsal import (
     python_error,
     spark_error_line,
     state_failure_reason,
+    stretch_end,
 )
 from airflow_kafka_stream.core.state_metadata import state_differences
+from airflow_kafka_stream.kafka.metadata import watermarks
+from airflow_kafka_stream.runtime.rehearsal_sink import sink_refusal, writer_facts
 from airflow_kafka_stream.runtime.session import EXECUTOR_GRACE_SECONDS, ExecutorGrace
 from airflow_kafka_stream.source.binding import write_binding
 from airflow_kafka_stream.storage.jobhome import JobHome
@@ -64,7 +77,7 @@ class RehearsalSetup:
     home: JobHome
     token: str
     checkpoint_url: str  # the job's current checkpoint (read only)
-    binding_file: str  # the query's bindingPath
+    binding_file: str | None  # the query's bindingPath; None: its source is bounded through the checkpoint
     options: Mapping[str, str]  # the job's source options (its own start offsets, drain path...)
     drop_state: bool = False
     timeout_seconds: float = 300.0
@@ -72,41 +85,10 @@ class RehearsalSetup:
     spark_url: Callable[[str], str] = str  # names a job-home URL for Spark's Hadoop file systems
     output_mode: str | None = None  # the job's writer's, when known
 
-
-#: Sinks that need no lookup: they are part of Spark, or the job's own code (which the rehearsal runs).
-BUILT_IN_SINKS = ("foreachBatch", "foreach", "noop", "memory", "console")
-
-
-def writer_facts(writer) -> dict[str, str]:
-    """The sink format and output mode a DataStreamWriter was given (read from the JVM object; empty when it
-    cannot be read, e.g. under Spark Connect)."""
-    found: dict[str, str] = {}
-    try:
-        jwrite = writer._jwrite
-        for name, key in (("source", "source"), ("outputMode", "output_mode")):
-            field = jwrite.getClass().getDeclaredField(name)
-            field.setAccessible(True)
-            value = field.get(jwrite)
-            if value is not None:
-                found[key] = str(value.toString()) if key == "output_mode" else str(value)
-    except Exception as exc:  # noqa: BLE001 - only a better rehearsal depends on it
-        log.warning("could not read the writer's sink and output mode (the rehearsal checks less): %s", exc)
-    if "output_mode" in found:
-        found["output_mode"] = found["output_mode"].lower()
-    return found
-
-
-def sink_refusal(spark, source: str | None) -> str | None:
-    """Why the writer's sink cannot be opened (its format is not installed), None when it can or is the job's
-    own code."""
-    if not source or source in BUILT_IN_SINKS:
-        return None
-    try:
-        spark._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
-            source, spark._jsparkSession.sessionState().conf())
-    except Exception as exc:  # noqa: BLE001 - the verdict
-        return f"the new version's sink (format {source!r}) cannot be opened: {spark_error_line(str(exc))}"
-    return None
+    @property
+    def seeded(self) -> bool:
+        """Whether runs are bounded through their checkpoints (no binding file: Spark's connector)."""
+        return self.binding_file is None
 
 
 def rehearse(spark, writer, setup: RehearsalSetup) -> RehearsalResult:
@@ -134,6 +116,8 @@ def _rehearse(spark, df, setup: RehearsalSetup, scratch: str, started: float) ->
         return RehearsalResult(Verdict.NOT_REHEARSED, "the job has no committed batch yet: there is no state and "
                                "no record position to rehearse on", with_state=False)
     copy = copy_for_rehearsal(setup.checkpoint_url, f"{scratch}/copy", setup.home.storage_options)
+    if setup.seeded:
+        copy = bound_pending_batch(copy, _stretch(setup, copy), setup.home.storage_options)
     deadline = started + setup.timeout_seconds
     if not setup.drop_state:
         run = _run(spark, df, setup, scratch, 0, copy, deadline, with_state=True)
@@ -205,7 +189,10 @@ def _run(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: Reh
     """One rehearsal query: on the scratch copy (``with_state``), or on an empty checkpoint starting where the copy's
     re-run batch starts."""
     checkpoint = copy.url if with_state else f"{scratch}/checkpoint-{attempt}"
-    _bind(setup, scratch, attempt, copy.start, limit=True)
+    if not setup.seeded:
+        _bind(setup, scratch, attempt, copy.start, limit=True)
+    elif not with_state:
+        seed_checkpoint(checkpoint, copy, copy.start, copy.end, setup.home.storage_options)
     try:
         query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(checkpoint))
     except Exception as exc:  # noqa: BLE001 - the new version's query could not start: its verdict
@@ -240,6 +227,19 @@ def _key_names(df) -> tuple[str, ...]:
     except Exception as exc:  # noqa: BLE001 - the names only add words to the verdict
         log.info("could not read the query's plan for its key names: %s", exc)
         return ()
+
+
+def _stretch(setup: RehearsalSetup, copy: RehearsalCopy):
+    """The end of a seeded rehearsal's stretch: the copy's re-run batch's end and up to ``MAX_BATCHES *
+    BATCH_RECORDS`` newer records, as far as the topic holds them now (the end alone when the broker cannot
+    tell)."""
+    client = {key[len("kafka."):]: value for key, value in setup.options.items() if key.lower().startswith("kafka.")}
+    try:
+        high = {tp: found[1] for tp, found in watermarks(client, copy.end).items()}
+    except Exception as exc:  # noqa: BLE001 - the rehearsal still runs the job's last batch
+        log.warning("the rehearsal reads no newer records: the topic's end offsets could not be read (%s)", exc)
+        return copy.end
+    return stretch_end(copy.end, high, MAX_BATCHES * BATCH_RECORDS)
 
 
 def _bind(setup: RehearsalSetup, scratch: str, attempt: int, start: PartitionOffsets, *, limit: bool,
@@ -279,8 +279,8 @@ def _start(df, setup: RehearsalSetup, output: str, checkpoint: str):
                  ["append", "update"]):
         writer = setup.sink(df, output) if setup.sink is not None else df.writeStream.format("noop")
         try:
-            return (writer.outputMode(mode).trigger(availableNow=True)
-                    .option("checkpointLocation", checkpoint).start())
+            triggered = writer.trigger(once=True) if setup.seeded else writer.trigger(availableNow=True)
+            return triggered.outputMode(mode).option("checkpointLocation", checkpoint).start()
         except Exception as exc:  # noqa: BLE001 - an output mode the query does not support
             if "STREAMING_OUTPUT_MODE" not in str(exc) and "output mode" not in str(exc).lower():
                 raise
@@ -355,7 +355,10 @@ def _name(tp: TopicPartition) -> str:
 def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, copy: RehearsalCopy, deadline: float,
                end: PartitionOffsets) -> bool | None:
     """Whether a stateless run from the copy's re-run batch up to ``end`` fails on a record (None: not known)."""
-    _bind(setup, scratch, attempt, copy.start, limit=False, end=end)
+    if setup.seeded:
+        seed_checkpoint(f"{scratch}/checkpoint-{attempt}", copy, copy.start, end, setup.home.storage_options)
+    else:
+        _bind(setup, scratch, attempt, copy.start, limit=False, end=end)
     try:
         query = _start(df, setup, f"{scratch}/output-{attempt}", setup.spark_url(f"{scratch}/checkpoint-{attempt}"))
     except Exception:  # noqa: BLE001 - cannot start at all: not a record's fault

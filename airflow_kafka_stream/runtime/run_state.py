@@ -59,6 +59,8 @@ class RunState:
     starting_offsets: str = ""
     #: A standby's binding file: the options of the query it built before its go (``source/binding.py``).
     binding_file: str | None = None
+    #: The job's DataFrame was defined by a standby before its go (then rehearsed, and bound to the run after it).
+    defined_in_standby: bool = False
     #: Wakes the heartbeat for an early status write (a batch, a state change).
     wake_status: threading.Event = field(default_factory=threading.Event)
     #: Set at the end of the run: the heartbeat thread stops.

@@ -15,15 +15,14 @@ import os
 import tempfile
 from collections.abc import Callable
 
+from airflow_kafka_stream.checkpoint.atomic import exists_file, join, open_fs
 from airflow_kafka_stream.checkpoint.reader import read_started_position
+from airflow_kafka_stream.checkpoint.rehearsal_copy import write_initial_offsets
+from airflow_kafka_stream.core.checkpoint_log import SOURCES_DIR
 from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
 from airflow_kafka_stream.core.kafka_connector import CONNECTOR_ARTIFACT, INSTALL_HINT
-from airflow_kafka_stream.core.spark_kafka_options import (
-    SPARK_KAFKA_FORMAT,
-    STANDBY_REFUSAL,
-    START_OPTIONS,
-    connector_options,
-)
+from airflow_kafka_stream.core.offsets import parse_offsets_json
+from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, START_OPTIONS, connector_options
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.runtime.config import SOURCE_FORMAT
 from airflow_kafka_stream.runtime.run_state import RunState
@@ -93,6 +92,7 @@ class SourceSetup:
         if self.config.source_format == SPARK_KAFKA_FORMAT:
             return self._read_with_spark_connector()
         if self.standing_by():
+            self.run.defined_in_standby = True
             options = self.options_for(self.config.starting_offsets)
             self.run.binding_file = os.path.join(tempfile.mkdtemp(prefix="stream-binding-"), "binding.json")
             write_binding(self.run.binding_file, options)
@@ -101,12 +101,18 @@ class SourceSetup:
         return self.spark.readStream.format(SOURCE_FORMAT).options(**self.source_options()).load()
 
     def _read_with_spark_connector(self):
-        """The job's topics through Spark's own connector, started where ``kafka_stream`` would start."""
+        """The job's topics through Spark's own connector, started where ``kafka_stream`` would start.
+
+        A standby defines it before its go, when its run's start is not known yet: its options then name no
+        start, and a run that needs one (a checkpoint without a batch: a drop-state upgrade) finds it seeded in
+        the checkpoint after the go (:meth:`bind_for_run`)."""
         if self.standing_by():
-            raise InvalidInputError(f"this job reads with Spark's Kafka connector (format(\"kafka\")): {STANDBY_REFUSAL}")
-        self._prepare()
-        options = self.options_for(self.run.starting_offsets)
-        found = connector_options(options, self._fresh_start(options))
+            self.run.defined_in_standby = True
+            found = connector_options(self.options_for(self.config.starting_offsets), None, seeded=True)
+        else:
+            self._prepare()
+            options = self.options_for(self.run.starting_offsets)
+            found = connector_options(options, self._fresh_start(options))
         # Shown where kafka_stream shows its readMode (status, the job page): which source reads, and where.
         self.run.read_placement = {"mode": "executors", "source": SPARK_KAFKA_FORMAT,
                                    "reason": "Spark's own Kafka connector (format(\"kafka\")) reads every batch in "
@@ -128,6 +134,10 @@ class SourceSetup:
         position = read_started_position(self.run.checkpoint_location, self.config.storage_options)
         if position is not None and (position.batch_id is not None or position.in_flight_batch_id is not None):
             return None
+        return self._generation_start(options)
+
+    def _generation_start(self, options: dict[str, str]) -> dict:
+        """Where the generation begins: its recorded start, else resolved now (and recorded) from ``options``."""
         start_url = self.home.generation_start_url(self._generation())
         recorded = (self.home.generation_start(self._generation()) or {}).get("offsets")
         if recorded:
@@ -142,9 +152,28 @@ class SourceSetup:
         return self.standby is not None and not self.standby.went and not self.run.prepared
 
     def bind_for_run(self) -> None:
-        """Before the query built in standby starts for real: its options for the job's generation."""
+        """Before the query built in standby starts for real: its options for the job's generation (this
+        project's source), or its start seeded in the checkpoint (Spark's connector)."""
         if self.run.binding_file is not None:
             write_binding(self.run.binding_file, self.source_options())
+        elif self.run.defined_in_standby and self.config.source_format == SPARK_KAFKA_FORMAT:
+            self._seed_connector_start()
+
+    def _seed_connector_start(self) -> None:
+        """A checkpoint with no committed batch (a new generation) gets the generation's start where Spark's
+        connector looks first (its ``sources/0/0``), unless the connector already began it there. Source 0: a
+        standby refuses, before it is READY, a query with more than one streaming source that would need this."""
+        location, storage = self.run.checkpoint_location, self.config.storage_options
+        position = read_started_position(location, storage)
+        if position is not None and position.batch_id is not None:
+            return  # Spark resumes after the committed batch
+        fs, root = open_fs(location, storage)
+        if exists_file(fs, join(root, SOURCES_DIR, "0", "0")):
+            return
+        start = self._generation_start(self.options_for(self.run.starting_offsets))
+        write_initial_offsets(location, 0, parse_offsets_json(start), storage)
+        log.info("job %s: generation %s starts at %s (seeded in its checkpoint for Spark's connector)",
+                 self.config.job_name, self._generation(), start)
 
     def spark_checkpoint_location(self, location: str | None = None) -> str:
         """The checkpoint's name for Spark's Hadoop file systems, which open it with the job's storage options.

@@ -239,7 +239,7 @@ class StreamRuntime:
             writer = writer.queryName(query_name)
         run, takeover, supervision = self.run_state, self.takeover, self.supervision
         try:
-            if self.source.standing_by() and run.binding_file is not None:
+            if self.source.standing_by() and run.defined_in_standby:
                 self.prepare(warm_up=lambda: self._warm_up_query(writer, rehearsal_sink))
             self.prepare()
         except BaseException:

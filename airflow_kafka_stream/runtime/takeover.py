@@ -25,13 +25,14 @@ from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
 from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.core.liveness import STALE_AFTER_INTERVALS, Life
 from airflow_kafka_stream.core.redaction import is_secret_key
-from airflow_kafka_stream.core.rehearsal import RehearsalResult
+from airflow_kafka_stream.core.rehearsal import RehearsalResult, streaming_source_count
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
+from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, connector_options
 from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime import rehearsal
-from airflow_kafka_stream.runtime.config import SOURCE_FORMAT, utc_now
+from airflow_kafka_stream.runtime.config import utc_now
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.run_state import RunState
@@ -124,8 +125,10 @@ class Takeover:
             "the job read runtime.generation (or the source options) before it built its query, so its standby "
             "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
         options = self.source.options_for(self.config.starting_offsets)
+        if self.config.source_format == SPARK_KAFKA_FORMAT:
+            options = connector_options(options, None)
         running = self.home.status_document()
-        seconds = rehearse(self.spark, SOURCE_FORMAT, options, running.last_offsets if running else None)
+        seconds = rehearse(self.spark, self.config.source_format, options, running.last_offsets if running else None)
         log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
         BatchListener(self._on_batch)  # the listener's py4j classes
 
@@ -139,6 +142,7 @@ class Takeover:
         (``runtime/rehearsal.py``); raises RehearsalRefused when the verdict does not let this upgrade go on."""
         self._read_home()
         asked = self.standby.rehearsal_request()
+        self._refuse_unseedable_start(writer, bool(asked.get("drop_state")))
         generation = self.home.current_generation()
         if generation is None:
             result = RehearsalResult.of({"verdict": "not rehearsed", "reason": "the job has no checkpoint yet"})
@@ -158,6 +162,24 @@ class Takeover:
                                    f"{result.verdict}: {result.reason}")
         BatchListener(self._on_batch)  # the listener's py4j classes
 
+    def _refuse_unseedable_start(self, writer, drop_state: bool) -> None:
+        """A drop-state upgrade of a query on Spark's connector starts a new checkpoint whose start the runtime
+        seeds for the query's one streaming source (``SourceSetup.bind_for_run``); a query with more streaming
+        sources is refused before READY, so its upgrade ends before the old version is stopped."""
+        if not drop_state or self.run.binding_file is not None or getattr(writer, "_df", None) is None:
+            return
+        try:
+            found = streaming_source_count(writer._df._jdf.queryExecution().logical().toString())
+        except Exception as exc:  # noqa: BLE001 - Spark Connect has no JVM plan: the start then fails safe
+            log.warning("job %s: could not count the query's streaming sources: %s", self.config.job_name, exc)
+            return
+        if found > 1:
+            raise RehearsalRefused(
+                f"version {self.config.app_version} reads {found} streaming sources, one with Spark's Kafka "
+                "connector: a drop-state upgrade through a standby can seed the new checkpoint's start for one "
+                "source only. Upgrade with --no-standby (standby=False): the new version then starts after the stop, "
+                "each source where it is told to")
+
     def start_ahead(self, writer) -> None:
         """Start the job's query before the go on the current generation's checkpoint, its source waiting for its
         binding (``source/binding.py``): Spark's query start, the Python process serving the source and this
@@ -167,6 +189,8 @@ class Takeover:
         (:meth:`_await_source_answer`) before the standby may report READY."""
         generation = self.home.current_generation()
         if generation is None or self.run.binding_file is None:
+            log.info("job %s: the standby's query starts after its go (Spark's connector cannot be held before it "
+                     "reads the checkpoint)", self.config.job_name)
             return
         location = self.source.spark_checkpoint_location(self.home.checkpoint_url(generation))
         write_waiting(self.run.binding_file, self.config.standby_max_wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)

@@ -49,6 +49,7 @@ def main(variant: str, argv: list[str] | None = None) -> int:
     config = StreamConfig(job_name=args.home.rstrip("/").rsplit("/", 1)[-1], bootstrap_servers=args.bootstrap,
                           group_id=args.group, topics=list(args.topic), kafka_options=client_config_from_env(),
                           app_version=args.app_version, sink_kind="idempotent", sink_path=args.output,
+                          source_format=args.source,
                           heartbeat_seconds=args.heartbeat_seconds)
     spark = spark_session(args.cores)
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", STATE_STORES[args.state_store])

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.airflow_helpers import kafka_connection, run_dag, set_connection
 from tests.integration.airflow.test_airflow_submit import all_process_arguments, kill_drivers
-from tests.integration.airflow.test_airflow_upgrade import Feeder, example_dag, output_ids
+from tests.integration.airflow.test_airflow_upgrade import APPS, Feeder, example_dag, output_ids
 from tests.integration.cli_helpers import FAST_UPGRADE, run, wait_running
 from tests.integration.lifecycle.test_front_ends_agree import killed
 from tests.integration.lifecycle.test_upgrade_rehearsal import newest_totals
@@ -81,28 +81,35 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
         assert code == 0 and json.loads(out)["action"] == "restart", out + err
         first = wait_running(home, "1", pid_not=first["pid"])  # the replay reads with the connector again
 
-        code, out, err = run("upgrade", *job, "--app-version", "2", "--json", *FAST_UPGRADE)
-        assert code != 0 and "--no-standby" in err, out + err
-        now = JobHome(str(home)).status()
-        assert (now["state"], now["pid"], JobHome(str(home)).spec()["version"]) == ("RUNNING", first["pid"], "1"), (
-            "a refused standby leaves the running version alone")
+        # Through a warm standby, from the offsets alone: the rehearsal reads a stretch bounded in its checkpoints,
+        # and the new generation's start is seeded where the connector looks first.
+        code, out, err = run("upgrade", *job, "--app-version", "2", "--drop-state", "--json", *FAST_UPGRADE)
+        assert code == 0, out + err
+        through = json.loads(out)
+        assert through["upgraded"] is True, through
+        assert "standby-go" in [r["operation"] for r in JobHome(str(home)).history()], "taken over by the standby"
+        assert (through["rehearsal"]["verdict"], through["rehearsal"]["with_state"]) == ("compatible", False), through
+        second = wait_running(home, "2")
+        assert second["generation"] == first["generation"] + 1
+        start = JobHome(str(home)).generation_info(second["generation"])["start_offsets"][topic]
+        assert sum(start.values()) > 0, "the new generation starts where the old one stopped, not at the beginning"
 
-        code, out, err = run("upgrade", *job, "--app-version", "2", "--source", "kafka_stream", "--no-standby",
+        code, out, err = run("upgrade", *job, "--app-version", "3", "--source", "kafka_stream", "--no-standby",
                              "--json", *FAST_UPGRADE)
         assert code == 0, out + err
         assert json.loads(out)["upgraded"] is True
-        wait_running(home, "2")
-        assert "--source kafka_stream" in " ".join(JobHome(str(home)).submission("2")["application_args"])
+        wait_running(home, "3")
+        assert "--source kafka_stream" in " ".join(JobHome(str(home)).submission("3")["application_args"])
 
         set_connection(monkeypatch, "kafka_default", kafka_connection(kafka_bootstrap))
         set_connection(monkeypatch, "spark_default", json.dumps({"conn_type": "spark", "host": "local[2]"}))
         back = run_dag("stream_upgrade", path=example_dag("stream_upgrade"), conf={
-            "job_home": str(home), "new_version": "3", "topics": [topic], "group": group, "output_path": str(output),
+            "job_home": str(home), "new_version": "4", "topics": [topic], "group": group, "output_path": str(output),
             "source": "kafka", "standby": False, **FAST})
         assert back.tasks["upgrade.outcome"] == "success", back.tasks
-        wait_running(home, "3")
-        assert "--source kafka" in " ".join(JobHome(str(home)).submission("3")["application_args"])
-        assert JobHome(str(home)).current_generation() == first["generation"], "the moves keep the checkpoint"
+        wait_running(home, "4")
+        assert "--source kafka" in " ".join(JobHome(str(home)).submission("4")["application_args"])
+        assert JobHome(str(home)).current_generation() == second["generation"], "the moves keep the checkpoint"
 
         code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
         assert code == 0, out + err
@@ -126,6 +133,13 @@ def test_a_job_on_sparks_connector_goes_through_the_lifecycle_and_moves_between_
             assert SECRET.encode() not in path.read_bytes(), f"the secret is in {path}"
 
 
+def example_args(example: tuple[str, ...], version: str) -> list[str]:
+    """The example pipeline's arguments with another ``--app-version``."""
+    found = list(example)
+    found[found.index("--app-version") + 1] = version
+    return found
+
+
 def test_a_stateful_job_moves_between_sparks_connector_and_ours_with_its_state(tmp_path: Path, kafka_bootstrap):
     """The per-key running totals (Spark's state store) carry over the moves, to this project's source and back:
     each key's total is the sum of its records up to the committed offsets, each counted once."""
@@ -144,9 +158,18 @@ def test_a_stateful_job_moves_between_sparks_connector_and_ours_with_its_state(t
                              "--json", *FAST_UPGRADE)
         assert code == 0, out + err
         wait_running(home, "2")
-        code, out, err = run("upgrade", *job, "--app-version", "3", "--source", "kafka", "--no-standby",
-                             "--json", *FAST_UPGRADE)
+        # A version whose state no longer fits, rehearsed on the connector's copy of the job's state and then
+        # from its offsets alone: refused before the stop, the running version untouched.
+        running = JobHome(str(home)).status()
+        code, out, err = run("upgrade", *job, "--app-version", "3", "--application", str(APPS / "totals_key_long.py"),
+                             "--json", *FAST_UPGRADE, "--", *example_args(example, "3"))
+        assert code != 0 and "failed before any downtime" in err and "needs drop_state" in err, out + err
+        assert (JobHome(str(home)).status()["pid"], JobHome(str(home)).spec()["version"]) == (running["pid"], "2")
+        code, out, err = run("upgrade", *job, "--app-version", "3", "--source", "kafka", "--json", *FAST_UPGRADE)
         assert code == 0, out + err
+        moved = json.loads(out)
+        assert (moved["rehearsal"]["verdict"], moved["rehearsal"]["with_state"]) == ("compatible", True), moved
+        assert moved["rehearsal"]["records"] > 0, "the rehearsal ran the job's last batch and newer records"
         wait_running(home, "3")
         code, out, err = run("stop", "--job-home", str(home), "--savepoint", "--json")
         assert code == 0, out + err

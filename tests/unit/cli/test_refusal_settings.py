@@ -48,9 +48,6 @@ NO_SETTING = {
         (1, "'latest' names no savepoint: the job has none yet, one is taken (a stop, savepoint create), not set"),
     ("ops/standby.py", "launch_standby", "JobStateError"):
         (2, "a standby already lives, or there is no running job to stand by for"),
-    ("ops/standby.py", "_refuse_unholdable_source", "InvalidInputError"):
-        (1, "the version's source cannot be held by a standby: the message names --no-standby and standby=False, "
-            "the upgrade task group's switch, which no operator class takes"),
     ("ops/standby.py", "give_up", "JobStateError"):
         (1, "the standby did not come up: its log says why; the running job was not touched"),
     ("ops/standby.py", "end_standby", "JobStateError"): (1, "the standby is taking over: stop the job instead"),

@@ -68,22 +68,3 @@ def test_a_standby_that_failed_gives_its_reason_apart_from_its_log(ready_standby
     assert "Traceback" not in error.reason and error.reason.endswith("no savepoint taken)"), error.reason
     assert (error.log, error.log_tail) == (handle.driver_log, "Traceback (most recent call last):\n  ...\nValueError: boom\n")
     assert str(error).endswith(error.log_tail)
-
-
-def test_the_example_on_sparks_connector_is_refused_a_standby_before_anything_starts(tmp_path):
-    from airflow_kafka_stream.errors import InvalidInputError
-    from airflow_kafka_stream.ops.launcher import Submission
-    from airflow_kafka_stream.ops.standby import launch_standby
-    from airflow_kafka_stream.storage.jobhome import JobHome
-
-    class Launcher:
-        launched: list = []
-
-        def launch(self, submission, log_path, extra_env=None):
-            self.launched.append(submission)
-
-    launcher = Launcher()
-    on_connector = Submission("2", None, ("--home", str(tmp_path), "--app-version", "2", "--source", "kafka"))
-    with pytest.raises(InvalidInputError, match=r"reads with Spark's Kafka connector.*--no-standby"):
-        launch_standby(JobHome(str(tmp_path)), on_connector, launcher)
-    assert launcher.launched == [] and list(tmp_path.iterdir()) == [], "nothing launched, nothing written"
