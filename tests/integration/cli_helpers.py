@@ -47,6 +47,8 @@ class Job:
     sink: str | None = None  # parquet output directory, or None for a foreachBatch collector
     extra: dict[str, Any] = field(default_factory=dict)
     source: str = "kafka_stream"  # the format its query reads with: this project's, or Spark's connector "kafka"
+    #: Its query counts each record it reads in Spark's state (see :func:`consume`).
+    stateful: bool = False
 
     @property
     def jobhome(self) -> JobHome:
@@ -72,7 +74,7 @@ class Job:
         """The same job (same topics and group) in a copied home, to damage without harming others."""
         shutil.copytree(self.home, destination)
         return Job(destination, self.bootstrap, self.group, dict(self.topics), self.sink, dict(self.extra),
-                   self.source)
+                   self.source, self.stateful)
 
 
 def write_job_json(home: Path, bootstrap: str, group: str, topics: Sequence[str], sink: str | None = None) -> None:
@@ -84,12 +86,12 @@ def write_job_json(home: Path, bootstrap: str, group: str, topics: Sequence[str]
 
 def make_job(spark, bootstrap: str, home: Path, topics: dict[str, int], sink: str | None = None,
              stateful_conf: dict[str, str] | None = None, group: str | None = None,
-             source: str = "kafka_stream") -> Job:
+             source: str = "kafka_stream", stateful: bool = False) -> Job:
     """A job home whose generation 0001 real Spark wrote by reading ``topics`` from earliest to the end, with
-    ``source`` (``kafka_stream``, or Spark's connector ``kafka``)."""
+    ``source`` (``kafka_stream``, or Spark's connector ``kafka``); a ``stateful`` job's query keeps state."""
     group = group or unique("cli-group")
     write_job_json(home, bootstrap, group, sorted(topics), sink)
-    job = Job(home, bootstrap, group, dict(topics), sink, source=source)
+    job = Job(home, bootstrap, group, dict(topics), sink, source=source, stateful=stateful)
     job.jobhome.new_generation("submit", start_offsets="earliest")
     if stateful_conf:
         run_stateful(spark, job, stateful_conf)
@@ -118,8 +120,14 @@ def starting_offsets(job: Job) -> str:
 
 
 def consume(spark, job: Job) -> list[tuple[str, int, int]]:
-    """Run the job's query once (availableNow) on its current checkpoint; the (topic, partition, offset) read."""
+    """Run the job's query once (availableNow) on its current checkpoint; the (topic, partition, offset) read.
+
+    A stateful job's query counts each record's reads in Spark's state (a count per topic, partition and offset,
+    update mode): every record read must come with a count one above the reads of it this checkpoint generation
+    saw before, so the state carried over every reset and restart exactly."""
     frame = source_frame(spark, job, starting_offsets(job))
+    if job.stateful:
+        return _consume_counting(frame, job)
     writer = frame.writeStream.option("checkpointLocation", job.checkpoint).trigger(availableNow=True)
     got: list[tuple[str, int, int]] = []
     if job.sink:
@@ -133,6 +141,22 @@ def consume(spark, job: Job) -> list[tuple[str, int, int]]:
     query.awaitTermination()
     assert query.exception() is None, query.exception()
     return sorted(got)
+
+
+def _consume_counting(frame, job: Job) -> list[tuple[str, int, int]]:
+    seen = job.extra.setdefault(f"reads of generation {job.jobhome.current_generation()}", {})
+    got: list[tuple[str, int, int, int]] = []
+    counts = frame.groupBy("topic", "partition", "offset").count()
+    query = (counts.writeStream.option("checkpointLocation", job.checkpoint).outputMode("update")
+             .trigger(availableNow=True)
+             .foreachBatch(lambda df, _b: got.extend((r.topic, r.partition, r.offset, r["count"])
+                                                     for r in df.collect())).start())
+    query.awaitTermination()
+    assert query.exception() is None, query.exception()
+    wrong = {(t, p, o): (n, seen.get((t, p, o), 0) + 1) for t, p, o, n in got if n != seen.get((t, p, o), 0) + 1}
+    assert not wrong, f"records whose count in the state is not their reads so far ((got, wanted) each): {wrong}"
+    seen.update({(t, p, o): n for t, p, o, n in got})
+    return sorted((t, p, o) for t, p, o, _n in got)
 
 
 STATEFUL_CONF = {"spark.sql.streaming.stateStore.providerClass":

@@ -6,8 +6,10 @@ to the millisecond) the time T, then 5 more; B got 5 records
 before T. Each test starts with the checkpoint at the end (A 15/15, B 5) and
 leaves it there: a dry run changes nothing, ``--execute`` appends a batch and
 moves the group, and a real Spark query restarted on the checkpoint reads
-exactly from the targets to the end. The whole module runs twice: the job's query reads with this project's
-source, then with Spark's own connector (``format("kafka")``).
+exactly from the targets to the end. The whole module runs three times: the job's query reads with this project's
+source, then with Spark's own connector (``format("kafka")``), then with the connector in a stateful query that
+counts each record's reads in Spark's state (every record read again after a reset must find its earlier reads
+there, so the state carried over the appended batch exactly).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ GAP = 0.02  # seconds before T: Kafka answers offsets-for-times to the milliseco
 GAP_AFTER = 2.0
 
 
-@pytest.fixture(scope="module", params=["kafka_stream", "kafka"])
+@pytest.fixture(scope="module", params=["kafka_stream", "kafka", "kafka-stateful"])
 def world(request, spark, kafka_bootstrap, tmp_path_factory):
     a = create_topic(kafka_bootstrap, unique("cli-reset-a"), partitions=2)
     b = create_topic(kafka_bootstrap, unique("cli-reset-b"), partitions=1)
@@ -53,8 +55,9 @@ def world(request, spark, kafka_bootstrap, tmp_path_factory):
     time.sleep(GAP_AFTER)
     for p in (0, 1):
         produce(kafka_bootstrap, a, [(None, f"late-{p}-{i}") for i in range(5)], partition=p)
+    source, _, kind = request.param.partition("-")
     job = make_job(spark, kafka_bootstrap, tmp_path_factory.mktemp("cli-reset") / "home", {a: 2, b: 1},
-                   source=request.param)
+                   source=source, stateful=kind == "stateful")
     highs = high_watermarks(kafka_bootstrap, job.partitions())
     assert highs == {TopicPartition(a, 0): 15, TopicPartition(a, 1): 15, TopicPartition(b, 0): 5}
     return {"job": job, "a": a, "b": b, "t": t, "highs": highs, "spark": spark}

@@ -7,6 +7,10 @@ nothing to do → stop with a savepoint: one from the terminal, one through
 the example DAGs (``dag.test()``). Their histories, operation by operation and result by result, are the
 same, and both end STOPPED at version 2 with a savepoint and every record written once.
 
+The two jobs read with different sources, this project's ``kafka_stream`` and Spark's own connector
+(``format("kafka")``), and the test runs twice with the sources swapped: each front-end goes through the
+lifecycle on each source, and the histories agree across front-ends and sources alike.
+
 The terminal's half is also the command line's lifecycle test: each command's ``--json`` answer, a retried
 submit that finds the running driver, a watchdog pass that finds nothing to do, and no secret of
 ``--command-config`` in a process argument, the job home or the output. (A cold upgrade rolled back is the
@@ -52,13 +56,14 @@ def drained(home: Path, bootstrap: str, topic: str) -> None:
         time.sleep(1)
 
 
-def from_the_terminal(work: Path, bootstrap: str, topic: str) -> dict:
+def from_the_terminal(work: Path, bootstrap: str, topic: str, source: str) -> dict:
     home, output = work / "home", work / "out"
     config = work / "client.properties"
     work.mkdir(parents=True)
     config.write_text(f"bootstrap.servers={bootstrap}\nsasl.username=svc-stream\nsasl.password={SECRET}\n")
     job = ("--job-home", str(home), "--command-config", str(config))
-    example = ("--topic", topic, "--group", unique("fe-cli"), "--output", str(output), "--master", "local[2]")
+    example = ("--topic", topic, "--group", unique("fe-cli"), "--output", str(output), "--master", "local[2]",
+               "--source", source)
     code, out, err = run("submit", *job, *example, "--app-version", "1", "--json")
     assert code == 0, err
     submitted = json.loads(out)
@@ -93,12 +98,13 @@ def from_the_terminal(work: Path, bootstrap: str, topic: str) -> dict:
     return {"home": home, "output": output, "stop": stop}
 
 
-def from_airflow(work: Path, bootstrap: str, topic: str, monkeypatch) -> dict:
+def from_airflow(work: Path, bootstrap: str, topic: str, source: str, monkeypatch) -> dict:
     home, output = work / "home", work / "out"
     set_connection(monkeypatch, "kafka_default", kafka_connection(bootstrap))
     set_connection(monkeypatch, "spark_default", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     job = {"job_home": str(home), "topics": [topic], "group": unique("fe-af"), "output_path": str(output)}
-    submitted = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
+    submitted = run_dag("stream_submit", path=example_dag("stream_submit"),
+                        conf={**job, "app_version": "1", "source": source})
     assert submitted.tasks == {"submit": "success"}
     again = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
     assert again.xcom("submit", key="submit")["action"] == "already-running", again.xcoms
@@ -120,15 +126,20 @@ def story(home: Path) -> list[tuple[str, str]]:
     return [(r["operation"], r["result"]) for r in JobHome(str(home)).history()]
 
 
+@pytest.mark.parametrize("sources", [{"cli": "kafka", "airflow": "kafka_stream"},
+                                     {"cli": "kafka_stream", "airflow": "kafka"}],
+                         ids=["terminal-on-sparks-connector", "airflow-on-sparks-connector"])
 def test_the_terminal_and_airflow_write_the_same_history_and_reach_the_same_outcome(tmp_path, kafka_bootstrap,
-                                                                                     airflow_db, monkeypatch):
+                                                                                     airflow_db, monkeypatch,
+                                                                                     sources):
     topics = {name: create_topic(kafka_bootstrap, unique(f"fe-{name}"), PARTITIONS) for name in ("cli", "airflow")}
     feeders = {name: Feeder(kafka_bootstrap, topic) for name, topic in topics.items()}
     for feeder in feeders.values():
         feeder.start()
     try:
-        jobs = {"cli": from_the_terminal(tmp_path / "cli", kafka_bootstrap, topics["cli"]),
-                "airflow": from_airflow(tmp_path / "airflow", kafka_bootstrap, topics["airflow"], monkeypatch)}
+        jobs = {"cli": from_the_terminal(tmp_path / "cli", kafka_bootstrap, topics["cli"], sources["cli"]),
+                "airflow": from_airflow(tmp_path / "airflow", kafka_bootstrap, topics["airflow"], sources["airflow"],
+                                        monkeypatch)}
     finally:
         sent = {name: feeder.stop() for name, feeder in feeders.items()}
     for name, job in jobs.items():
@@ -141,6 +152,8 @@ def test_the_terminal_and_airflow_write_the_same_history_and_reach_the_same_outc
     for name, job in jobs.items():
         home = JobHome(str(job["home"]))
         assert (home.status()["state"], home.spec()["version"]) == ("STOPPED", "2"), name
+        for version in ("1", "2"):  # the upgrade and the watchdog's restart kept the job's source
+            assert f"--source {sources[name]}" in " ".join(home.submission(version)["application_args"]), name
         assert any((job["home"] / "savepoints").iterdir()), name
         ids = output_ids(job["output"])
         assert len(ids) == len(set(ids)), f"{name}: a record was written twice"
