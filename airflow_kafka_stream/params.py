@@ -28,17 +28,30 @@ def job_home() -> Param:
                  title="Job home", description="The job's home directory: a path or a URL such as s3://bucket/jobs/x")
 
 
-def pipeline() -> dict[str, Param]:
-    """What the example pipeline reads and writes (ignored by your own application's arguments)."""
+def pipeline(keep_running: bool = False) -> dict[str, Param]:
+    """What the example pipeline reads and writes (ignored by your own application's arguments).
+
+    ``keep_running`` (an upgrade's): each defaults to empty, and a run that gives none of them starts the new
+    version with the running version's arguments; defaults there would move a job reading other topics onto
+    the demo's."""
     topics = [t for t in _env("STREAM_TOPICS", "orders").split(",") if t]
+    keep = "; empty keeps the running version's" if keep_running else ""
     return {
-        "topics": Param(topics, type="array", items={"type": "string", "minLength": 1}, minItems=1,
-                        title="Topics", description="Topics the example pipeline reads"),
-        "group": Param(_env("STREAM_GROUP", "orders-pipeline"), type="string", minLength=1,
-                       title="Consumer group", description="Where each batch's offsets are committed"),
-        "output_path": Param(_env("STREAM_OUTPUT", "/tmp/airflow-kafka-stream/output/orders"), type="string",
-                             minLength=1, title="Output", description="The example pipeline's output directory"),
+        "topics": _setting(None if keep_running else topics, "array", title="Topics",
+                           description="Topics the example pipeline reads" + keep,
+                           items={"type": "string", "minLength": 1}, minItems=1),
+        "group": _setting(None if keep_running else _env("STREAM_GROUP", "orders-pipeline"), "string",
+                          title="Consumer group", description="Where each batch's offsets are committed" + keep,
+                          minLength=1),
+        "output_path": _setting(None if keep_running else _env("STREAM_OUTPUT", "/tmp/airflow-kafka-stream/output/orders"),
+                                "string", title="Output", description="The example pipeline's output directory" + keep,
+                                minLength=1),
     }
+
+
+def _setting(default, kind: str, **schema) -> Param:
+    """A Param of JSON type ``kind`` that may be null when its default is None (not given)."""
+    return Param(default, type=kind if default is not None else ["null", kind], **schema)
 
 
 def source(default: str | None) -> dict[str, Param]:

@@ -29,7 +29,7 @@ with DAG(
         "application": Param(None, type=["null", "string"], title="Application file",
                              description="The new version's PySpark file (empty: the package's example pipeline)"),
         "application_args": Param([], type="array", items={"type": "string"}, title="Application arguments"),
-        **params.pipeline(),
+        **params.pipeline(keep_running=True),
         **params.source(None),
         "drop_state": Param(False, type="boolean", title="Drop operator state",
                             description="Start a fresh checkpoint at the savepoint's offsets (incompatible query)"),

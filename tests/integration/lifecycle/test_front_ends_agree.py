@@ -108,7 +108,10 @@ def from_airflow(work: Path, bootstrap: str, topic: str, source: str, monkeypatc
     assert submitted.tasks == {"submit": "success"}
     again = run_dag("stream_submit", path=example_dag("stream_submit"), conf={**job, "app_version": "1"})
     assert again.xcom("submit", key="submit")["action"] == "already-running", again.xcoms
-    upgraded = run_dag("stream_upgrade", path=example_dag("stream_upgrade"), conf={**job, **FAST, "new_version": "2"})
+    # As the command line's: only the new version (the run's form leaves the pipeline settings empty), so it
+    # starts with the running version's arguments, its source included.
+    upgraded = run_dag("stream_upgrade", path=example_dag("stream_upgrade"),
+                       conf={"job_home": str(home), **FAST, "new_version": "2"})
     assert upgraded.tasks["upgrade.outcome"] == "success", upgraded.tasks
     before = wait_running(home, "2")
     killed(home)

@@ -65,3 +65,15 @@ def test_every_param_a_task_renders_is_declared_by_its_example_dag(path: Path) -
             text = repr(getattr(task, field, None))
             for name in re.findall(r"params\.(\w+)", text):
                 assert name in dag.params, f"{dag.dag_id}.{task.task_id}.{field} renders params.{name}, not declared"
+
+
+def test_an_upgrade_run_that_names_no_pipeline_setting_keeps_the_running_versions() -> None:
+    """A run of stream_upgrade given only the job and the new version (as from the UI's form) renders no topics,
+    group or output, so the new version starts with the running version's arguments (``ops.submission_plan``);
+    a default there would move a job that reads other topics onto the demo's. A submit still has the demo's."""
+    params = load(next(p for p in DAGS if p.stem == "stream_upgrade")).params
+    params.update({"job_home": "/jobs/payments", "new_version": "2"})  # what the form's run gives, validated
+    upgrade = params.validate()
+    assert (upgrade["topics"], upgrade["group"], upgrade["output_path"], upgrade["source"]) == (None,) * 4
+    submit = load(next(p for p in DAGS if p.stem == "stream_submit")).params.validate()
+    assert submit["topics"] and submit["group"] and submit["output_path"]
