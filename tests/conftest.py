@@ -68,7 +68,7 @@ atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 SLOW_MODULES_FIRST = ("test_bench_smoke_lifecycle", "test_cluster_job", "test_airflow_upgrade", "test_front_ends_agree", "test_airflow_stack", "test_standby",
                       "test_airflow_watchdog", "test_exactly_once", "test_example_pipeline_ops",
                       "test_airflow_job_ops", "test_big_partitions", "test_bench_smoke", "test_broker_failover",
-                      "test_health_gate", "test_kafka_connector_on_drivers", "test_reset_oracle")
+                      "test_health_gate", "test_spark_kafka_lifecycle", "test_reset_oracle")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -124,13 +124,18 @@ class Takeover:
         self.standby.note_rehearsal({"verdict": "not rehearsed", "reason": (
             "the job read runtime.generation (or the source options) before it built its query, so its standby "
             "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
+        self._rehearse_source()
+        BatchListener(self._on_batch)  # the listener's py4j classes
+
+    def _rehearse_source(self) -> None:
+        """The job's source run once into a scratch folder (``runtime.standby.rehearse``): it read from Kafka in
+        this driver before the standby may say READY."""
         options = self.source.options_for(self.config.starting_offsets)
         if self.config.source_format == SPARK_KAFKA_FORMAT:
             options = connector_options(options, None)
         running = self.home.status_document()
         seconds = rehearse(self.spark, self.config.source_format, options, running.last_offsets if running else None)
         log.info("job %s: the standby rehearsed its source in %.1fs", self.config.job_name, seconds)
-        BatchListener(self._on_batch)  # the listener's py4j classes
 
     def _read_home(self) -> None:
         self.home.require()
@@ -160,6 +165,9 @@ class Takeover:
         if not asked.get("check") and not result.acceptable(bool(asked.get("drop_state"))):
             raise RehearsalRefused(f"the rehearsal of version {self.config.app_version} before the stop: "
                                    f"{result.verdict}: {result.reason}")
+        if self.run.binding_file is None and not result.batches:
+            # No query started ahead answers for Spark's connector: READY must rest on a read through it here.
+            self._rehearse_source()
         BatchListener(self._on_batch)  # the listener's py4j classes
 
     def _refuse_unseedable_start(self, writer, drop_state: bool) -> None:
