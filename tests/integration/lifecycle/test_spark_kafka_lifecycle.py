@@ -76,7 +76,8 @@ def test_a_stateful_job_on_sparks_connector_goes_through_the_lifecycle_and_moves
     group = unique("spark-kafka-life")
     example = ("--home", str(home), "--bootstrap", kafka_bootstrap, "--topic", topic, "--group", group, "--output",
                str(output), "--app-version", "1", "--totals", "--source", "kafka")
-    feeder = Feeder(kafka_bootstrap, topic, interval=1.0)  # always records in flight: drains happen under load
+    # A burst every 2 s: records in flight at every transition (a batch here takes 1-2 s), at half the CPU of 1 s.
+    feeder = Feeder(kafka_bootstrap, topic, interval=2.0)
     feeder.start()
     try:
         code, out, err = run("submit", *job, "--master", "local[2]", "--app-version", "1", "--json", "--", *example)
