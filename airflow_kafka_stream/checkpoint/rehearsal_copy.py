@@ -20,17 +20,17 @@ import uuid
 from dataclasses import dataclass, replace
 
 from airflow_kafka_stream.checkpoint.atomic import atomic_write, join, open_fs
+from airflow_kafka_stream.checkpoint.initial_offsets import write_initial_offsets
 from airflow_kafka_stream.checkpoint.live_savepoint import copy_live_checkpoint
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.core.checkpoint_log import (
     METADATA,
     OFFSETS_DIR,
-    SOURCES_DIR,
     OffsetLogEntry,
     render_offset_log,
 )
 from airflow_kafka_stream.core.kafka_sources import KafkaSources
-from airflow_kafka_stream.core.offsets import PartitionOffsets, render_offsets_json
+from airflow_kafka_stream.core.offsets import PartitionOffsets
 from airflow_kafka_stream.errors import JobStateError
 
 #: The share of its time the rehearsal's copy works (``file_copy.Pace``). Higher than a live savepoint's: the copy
@@ -96,21 +96,6 @@ def seed_checkpoint(url: str, copy: RehearsalCopy, start: PartitionOffsets, end:
     atomic_write(fs, join(root, OFFSETS_DIR, "0"), render_offset_log(first).encode("utf-8"))
     for index, offsets in _split(entry, start).items():
         write_initial_offsets(url, index, offsets, storage_options)
-
-
-#: How Spark's Kafka connector writes a source's initial offsets (``KafkaSourceInitialOffsetWriter``): a zero byte
-#: (kept since Spark 2.1.0 for compatibility, and expected by its reader), the version line, then the offsets JSON.
-INITIAL_OFFSETS_HEADER = b"\x00v1\n"
-
-
-def write_initial_offsets(url: str, source_index: int, offsets: PartitionOffsets,
-                          storage_options: dict | None = None) -> None:
-    """Where Spark's connector begins source ``source_index`` of a query that never ran a batch (its
-    ``sources/<i>/0``): it reads this file before its ``startingOffsets`` option and never writes over it."""
-    fs, root = open_fs(url, storage_options)
-    folder = join(root, SOURCES_DIR, str(source_index))
-    fs.makedirs(folder, exist_ok=True)
-    atomic_write(fs, join(folder, "0"), INITIAL_OFFSETS_HEADER + render_offsets_json(offsets).encode("utf-8"))
 
 
 def _entry(copy: RehearsalCopy) -> OffsetLogEntry:

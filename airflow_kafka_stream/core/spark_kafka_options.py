@@ -26,7 +26,7 @@ SPARK_KAFKA_FORMAT = "kafka"
 SOURCE_FORMATS = (KAFKA_STREAM_FORMAT, SPARK_KAFKA_FORMAT)
 
 #: The start a standby's connector query is defined with: it names no partition the job reads, so a start the
-#: runtime did not seed in the checkpoint (``checkpoint.rehearsal_copy.write_initial_offsets``) fails at once
+#: runtime did not seed in the checkpoint (``checkpoint.initial_offsets.write_initial_offsets``) fails at once
 #: instead of reading from a place nobody chose.
 UNSEEDED_START = '{"airflow-kafka-stream.start-not-seeded":{"0":-2}}'
 

@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Callable
 
 from airflow_kafka_stream.checkpoint.atomic import exists_file, join, open_fs
+from airflow_kafka_stream.checkpoint.initial_offsets import write_initial_offsets
 from airflow_kafka_stream.checkpoint.reader import read_started_position
-from airflow_kafka_stream.checkpoint.rehearsal_copy import write_initial_offsets
 from airflow_kafka_stream.core.checkpoint_log import SOURCES_DIR
 from airflow_kafka_stream.core.cluster import hadoop_settings, spark_url
 from airflow_kafka_stream.core.kafka_connector import CONNECTOR_ARTIFACT, INSTALL_HINT

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_kafka_stream.checkpoint.initial_offsets import INITIAL_OFFSETS_HEADER
 from airflow_kafka_stream.checkpoint.reader import read_position
 from airflow_kafka_stream.checkpoint.rehearsal_copy import (
-    INITIAL_OFFSETS_HEADER,
     RehearsalCopy,
     bound_pending_batch,
     seed_checkpoint,
