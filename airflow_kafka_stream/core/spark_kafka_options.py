@@ -113,6 +113,11 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def librdkafka_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """The Kafka client settings among a job's source options (its ``kafka.*`` options, without the prefix)."""
+    return {name[len("kafka."):]: value for name, value in options.items() if name.lower().startswith("kafka.")}
+
+
 def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[str, int]] | None, *,
                       seeded: bool = False) -> dict[str, str]:
     """``format("kafka")`` options for a job whose ``kafka_stream`` options are ``options``.
@@ -128,8 +133,7 @@ def connector_options(options: Mapping[str, str], start: Mapping[str, Mapping[st
         raise InvalidInputError(
             "source option(s) that Spark's Kafka connector does not have, so a job reading with format(\"kafka\") "
             f"cannot keep them: {'; '.join(refused)}")
-    librdkafka = {name[len("kafka."):]: value for name, value in options.items() if name.lower().startswith("kafka.")}
-    found = {f"kafka.{key}": value for key, value in java_client_settings(librdkafka).items()}
+    found = {f"kafka.{key}": value for key, value in java_client_settings(librdkafka_settings(options)).items()}
     for name, value in options.items():
         lowered = name.lower()
         if not lowered.startswith("kafka.") and lowered not in START_OPTIONS:

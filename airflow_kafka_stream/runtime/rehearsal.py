@@ -49,8 +49,10 @@ from airflow_kafka_stream.core.rehearsal import (
     state_failure_reason,
     stretch_end,
 )
+from airflow_kafka_stream.core.spark_kafka_options import librdkafka_settings
 from airflow_kafka_stream.core.state_metadata import state_differences
 from airflow_kafka_stream.kafka.metadata import watermarks
+from airflow_kafka_stream.moved import moved_attributes
 from airflow_kafka_stream.runtime.rehearsal_sink import sink_refusal, writer_facts
 from airflow_kafka_stream.runtime.session import EXECUTOR_GRACE_SECONDS, ExecutorGrace
 from airflow_kafka_stream.source.binding import write_binding
@@ -233,9 +235,8 @@ def _stretch(setup: RehearsalSetup, copy: RehearsalCopy):
     """The end of a seeded rehearsal's stretch: the copy's re-run batch's end and up to ``MAX_BATCHES *
     BATCH_RECORDS`` newer records, as far as the topic holds them now (the end alone when the broker cannot
     tell)."""
-    client = {key[len("kafka."):]: value for key, value in setup.options.items() if key.lower().startswith("kafka.")}
     try:
-        high = {tp: found[1] for tp, found in watermarks(client, copy.end).items()}
+        high = {tp: found[1] for tp, found in watermarks(librdkafka_settings(setup.options), copy.end).items()}
     except Exception as exc:  # noqa: BLE001 - the rehearsal still runs the job's last batch
         log.warning("the rehearsal reads no newer records: the topic's end offsets could not be read (%s)", exc)
         return copy.end
@@ -367,3 +368,7 @@ def _run_plain(spark, df, setup: RehearsalSetup, scratch: str, attempt: int, cop
     if waited != ENDED:
         return None
     return failure is not None and failure_kind(str(failure), started=True) is FailureKind.RECORD
+
+
+# Moved with the writer's facts (runtime/rehearsal_sink.py); writer_facts and sink_refusal are imported above.
+__getattr__ = moved_attributes(__name__, {"BUILT_IN_SINKS": "airflow_kafka_stream.runtime.rehearsal_sink:BUILT_IN_SINKS"})

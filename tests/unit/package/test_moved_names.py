@@ -30,6 +30,8 @@ OLD_NAMES = {
                                        for name in ("WAITING", "SUCCESS", "FAILED", "TIMEOUT")},
     "airflow_kafka_stream.kafka.metadata": {
         "isolation_level": "airflow_kafka_stream.kafka.clients:isolation_level"},
+    "airflow_kafka_stream.runtime.rehearsal": {
+        "BUILT_IN_SINKS": "airflow_kafka_stream.runtime.rehearsal_sink:BUILT_IN_SINKS"},
 }
 
 
