@@ -28,7 +28,7 @@ in order; the first that applies decides:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -67,6 +67,14 @@ class Policy:
 WATCHDOG, SUPERVISOR = "watchdog", "supervisor"
 RESTARTERS = (WATCHDOG, SUPERVISOR)
 
+#: The history records of a restart by the watchdog or the supervisor, and of a hot standby's takeover
+#: (``core.failover``): the restarts of the one budget.
+RESTART_OPERATION, FAILOVER_OPERATION = "watchdog-restart", "failover"
+#: The ``cause`` a restart's own submit records (it starts no new chapter).
+RESTART_CAUSE = "watchdog"
+#: Operations that start a new chapter: a deliberate submit, stop, restore or reset resets the restart budget.
+DELIBERATE = ("submit", "stop", "restore", "reset")
+
 
 @dataclass(frozen=True)
 class Restart:
@@ -82,7 +90,30 @@ def count_by_restarter(restarts: Sequence[Restart]) -> str:
     for restart in restarts:
         counts[restart.by] = counts.get(restart.by, 0) + 1
     named = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
-    return ", ".join(f"{n} by the {who}" if who else f"{n} not recorded by whom" for who, n in named)
+    return ", ".join(f"{n} by the {_NAMES.get(who, who)}" if who else f"{n} not recorded by whom" for who, n in named)
+
+
+#: How a give-up names a restarter whose record name is not a noun.
+_NAMES = {"failover": "hot standby's failover"}
+
+
+def restarts_in(history: Iterable[Mapping[str, Any]]) -> list[Restart]:
+    """When, and by whom (the watchdog, the supervisor, a hot standby's failover), the job was restarted since
+    the last deliberate operation, from its history records (successful restarts only): the one budget all use."""
+    found: list[Restart] = []
+    for record in history:
+        args = record.get("args") or {}
+        operation = record.get("operation")
+        if operation in DELIBERATE and record.get("result") == "ok" and args.get("cause") != RESTART_CAUSE:
+            if operation != "submit" or (record.get("after") or {}).get("action") == "launched":
+                found = []
+            continue
+        if operation in (RESTART_OPERATION, FAILOVER_OPERATION) and record.get("result") == "ok":
+            try:
+                found.append(Restart(datetime.fromisoformat(record["started_at"]), args.get("restarter")))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return found
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,20 @@ from typing import Any
 
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.submit_rules import launch_pending
-from airflow_kafka_stream.core.watchdog import RESTARTERS, WATCHDOG, Action, Decision, Policy, Progress, Restart, decide
+from airflow_kafka_stream.core.watchdog import (
+    DELIBERATE,  # noqa: F401 - still importable from here
+    RESTART_CAUSE,
+    RESTART_OPERATION,
+    RESTARTERS,
+    WATCHDOG,
+    Action,
+    Decision,
+    Policy,
+    Progress,
+    Restart,
+    decide,
+    restarts_in,
+)
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.guard import GIVE_UP_OPERATION
 from airflow_kafka_stream.ops.health import job_lag
@@ -31,30 +44,14 @@ from airflow_kafka_stream.storage.processes import driver_gone, end_process, pro
 
 log = logging.getLogger(__name__)
 
-RESTART_OPERATION = "watchdog-restart"
-CAUSE = "watchdog"
-
-
-#: Operations that start a new chapter: a deliberate submit, stop, restore or reset resets the restart budget.
-DELIBERATE = ("submit", "stop", "restore", "reset")
+#: The cause a restart's submit records (``core.watchdog.RESTART_CAUSE``).
+CAUSE = RESTART_CAUSE
 
 
 def restarts_in_history(home: JobHome) -> list[Restart]:
-    """When, and by whom (the watchdog or the supervisor), the job was restarted since the last deliberate
-    operation (successful restarts only): the one budget both use."""
-    found: list[Restart] = []
-    for record in home.history():
-        args = record.get("args") or {}
-        if record.get("operation") in DELIBERATE and record.get("result") == "ok" and args.get("cause") != CAUSE:
-            if record.get("operation") != "submit" or (record.get("after") or {}).get("action") == "launched":
-                found = []
-            continue
-        if record.get("operation") == RESTART_OPERATION and record.get("result") == "ok":
-            try:
-                found.append(Restart(datetime.fromisoformat(record["started_at"]), args.get("restarter")))
-            except (KeyError, ValueError):
-                continue
-    return found
+    """When, and by whom, the job was restarted since the last deliberate operation (``core.watchdog.restarts_in``):
+    the one budget the watchdog, the supervisor and a hot standby's failover use."""
+    return restarts_in(home.history())
 
 
 def starting_driver(home: JobHome, status: StatusDocument | None, now: datetime) -> str | None:

@@ -172,6 +172,12 @@ class GroupCommitter:
                 self._wake.set()
             return True
 
+    def discard(self) -> None:
+        """Drop the pending commit (a driver another one superseded: the group is the other driver's now)."""
+        with self._lock:
+            self._pending = None
+            self._idle.notify_all()
+
     def close(self, timeout: float = 10.0) -> bool:
         """Commit what is pending (up to ``timeout``), then stop the thread."""
         flushed = self.flush(timeout)

@@ -17,11 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_kafka_stream.core.offsets import to_nested
+from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.runtime.config import utc_now
 from airflow_kafka_stream.runtime.run_state import RunState
 from airflow_kafka_stream.storage import status as st
 
 log = logging.getLogger(__name__)
+
+#: After this many heartbeat intervals of silence a driver reads the status before it writes anything of the
+#: job: no reader takes it for dead sooner (the liveness rule waits four intervals at least).
+SUPERSEDE_LOOK_INTERVALS = 2
 
 
 class Heartbeat:
@@ -85,6 +90,8 @@ class Heartbeat:
                 self.skipped.collect()
             except Exception as exc:  # noqa: BLE001 - its files stay for the next beat; the heartbeat goes on
                 log.warning("job %s: could not record the offsets the source skipped: %s", self.config.job_name, exc)
+            if not self.still_owner():
+                return  # superseded: the status is another driver's now
             try:
                 with run.lock:
                     beat = run.state == self._written_state  # a state change is written durably
@@ -108,6 +115,44 @@ class Heartbeat:
             run.wake_status.wait(max(0.0, next_beat - time.monotonic()))
             run.wake_status.clear()
 
+    def still_owner(self) -> bool:
+        """Whether this driver still holds the job. After a silence long enough for another to judge it dead (a
+        frozen process, a host cut off from the job home), it reads the status first: one written by another
+        driver (a hot standby that took over, a restart) fences this one for good (:meth:`supersede`). Cheap
+        otherwise: nothing is read while the heartbeat is fresh."""
+        if self.run.superseded:
+            return False
+        if self.silence() < SUPERSEDE_LOOK_INTERVALS * self.config.heartbeat_seconds:
+            return True
+        holder = self._other_holder()
+        if holder is None:
+            return True
+        self.supersede(holder)
+        return False
+
+    def _other_holder(self) -> str | None:
+        """Another driver named by the job's status (pid, host, start), None when it names this one or cannot be
+        read (then the storage fence decides)."""
+        try:
+            found = StatusDocument.parse(st.read_status(self.home.url, self.config.storage_options))
+        except Exception as exc:  # noqa: BLE001 - unreadable: the fence for a silent heartbeat takes over
+            log.warning("job %s: could not read the status to check who holds the job: %s", self.config.job_name, exc)
+            return None
+        if found is None or (found.pid, found.host) == (os.getpid(), socket.gethostname()):
+            return None
+        return f"pid {found.pid} on {found.host}, state {found.state_text}, heartbeat {found.heartbeat_text}"
+
+    def supersede(self, holder: str) -> None:
+        """Another driver holds the job: stop the query and write nothing more of the job (its status, group,
+        checkpoint and output are the other driver's now)."""
+        silent = self.silence()
+        self.run.superseded = True
+        self.run.fence_reason = (
+            f"fenced: another driver holds the job ({holder}); this driver was silent for {silent:.1f}s (frozen, "
+            "or cut off from the job home) and was taken for dead. It stopped its query and wrote nothing more")
+        log.error("job %s %s", self.config.job_name, self.run.fence_reason)
+        self._stop_query()
+
     def fence(self, silent: float, cause: str) -> None:
         """Stop processing: a driver that cannot prove it is alive will soon look dead to the control plane,
         which then lets a reset or restore touch the checkpoint under it."""
@@ -117,6 +162,9 @@ class Heartbeat:
             "dead. The running batch, if any, is re-run on restart. Fix the storage and start the job again"
         )
         log.error("job %s %s", self.config.job_name, self.run.fence_reason)
+        self._stop_query()
+
+    def _stop_query(self) -> None:
         query = self.run.query
         if query is not None:
             try:
@@ -177,7 +225,14 @@ class Heartbeat:
 
     def write_status(self, *, beat: bool = False) -> str:
         """Write the status: durably, except the periodic beats (see :func:`~airflow_kafka_stream.storage.status.
-        write_status`), whose build and write times are kept for the slow-beat warning."""
+        write_status`), whose build and write times are kept for the slow-beat warning. A superseded driver
+        writes nothing."""
+        if self.run.superseded:
+            return self.run.state
+        return self._write_status(beat=beat)
+
+    def _write_status(self, *, beat: bool = False) -> str:
+        """The write itself, timed."""
         began = time.monotonic()
         document = self.status()
         built = time.monotonic()

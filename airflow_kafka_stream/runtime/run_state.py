@@ -50,6 +50,9 @@ class RunState:
     drain_overdue: bool = False
     #: Set when the driver fenced itself (its heartbeat could not be written): why, as the run's error.
     fence_reason: str | None = None
+    #: Set when the driver found another driver holding the job (``Heartbeat.still_owner``): it writes nothing
+    #: of the job from then on, not even its final status.
+    superseded: bool = False
     #: Set once the job was taken (a start refused or failed is done again in full when retried).
     prepared: bool = False
     #: True while a standby rehearses the job's query (``generation`` then reads 0).

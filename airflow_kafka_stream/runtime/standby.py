@@ -9,8 +9,13 @@ READY and waits. Only the go written for its token by an upgrade that stopped th
 take the job (lock, generation, status.json) and start its query. The job's checkpoint, group, status
 and lock stay untouched until then: a standby that fails or is ended costs the running job nothing.
 
-A standby never takes over on its own: when the old version stops by itself (a crash, another operator)
-it notes so in its record and keeps waiting for an explicit go. It gives up after ``max_wait_seconds``.
+An upgrade's standby never takes over on its own: when the old version stops by itself (a crash, another
+operator) it notes so in its record and keeps waiting for an explicit go. It gives up after ``max_wait_seconds``.
+
+A hot standby (its record says ``hot``, see ``ops.hot_standby``) is a standby of the running version kept
+beside the job with no deadline: it looks at the job every :data:`FAILOVER_LOOK_SECONDS` and gives itself the
+go when the watchdog's rules say the driver is dead and the restart budget allows (``core.failover``); it
+stands down when the job was stopped on purpose. Its takeover is recorded as a ``failover`` in the history.
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.core import failover
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import StatusDocument
+from airflow_kafka_stream.core.watchdog import Policy, restarts_in
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.session import ExecutorGrace, is_local
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
-from airflow_kafka_stream.storage.processes import process_alive
+from airflow_kafka_stream.storage.operation import recorded_operation
+from airflow_kafka_stream.storage.processes import driver_gone, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,11 @@ log = logging.getLogger(__name__)
 
 #: How often a ready standby looks for its go: it is downtime, so often (a small local read).
 GO_POLL_SECONDS = 0.1
+#: How often a hot standby looks whether the job's driver is dead: each look reads status.json (and the
+#: history only when the driver looks dead).
+FAILOVER_LOOK_SECONDS = 0.5
+#: A hot standby's wait for the go has no deadline; this stands for it where a number is needed (ten years).
+HOT_WAIT_SECONDS = 10 * 365 * 86400.0
 
 
 def utc_now() -> datetime:
@@ -59,6 +72,8 @@ class Standby:
         self.heartbeat_seconds = heartbeat_seconds
         self.max_wait_seconds = max_wait_seconds
         self.went = False
+        #: Set when this hot standby gave itself the go: what it found (the dead driver, when it last beat).
+        self.failover: dict[str, Any] | None = None
         self._doc: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -90,6 +105,16 @@ class Standby:
         log.info("standby of version %s for %s: go by %s, taking over", self.version, self.home.url, go.get("by"))
         return go
 
+    @property
+    def hot(self) -> bool:
+        """A hot standby of the running version (not an upgrade's): it takes over when the driver dies."""
+        return isinstance(self._doc.get("hot"), Mapping)
+
+    @property
+    def wait_seconds(self) -> float:
+        """How long this standby waits for its go (a hot standby: as long as the job runs)."""
+        return HOT_WAIT_SECONDS if self.hot else self.max_wait_seconds
+
     def rehearsal_request(self) -> dict[str, Any]:
         """What the upgrade that launched this standby asked of its rehearsal (``drop_state``, ``check``,
         ``timeout_seconds``), as its launch record says; empty for a standby launched without one."""
@@ -103,9 +128,12 @@ class Standby:
             self._write_locked()
 
     def took_over(self) -> None:
-        """The driver holds the job now (its status is status.json): the record ends ACTIVE."""
+        """The driver holds the job now (its status is status.json): the record ends ACTIVE; a hot standby's
+        takeover is recorded as a failover, saying how long the job was without a driver."""
         self.end(rules.StandbyState.ACTIVE, None)
         self.home.clear_standby_go()
+        if self.failover is not None:
+            record_failover(self.home, self.failover, self.version)
 
     def note_query_started(self) -> None:
         """When the query this standby built started as the job's (after ``took_over``): the last step of the
@@ -174,7 +202,7 @@ class Standby:
         self._thread.start()
 
     def _wait_for_go(self) -> dict[str, Any]:
-        deadline = time.monotonic() + self.max_wait_seconds
+        deadline = time.monotonic() + self.wait_seconds
         next_look = 0.0
         while True:
             go = self.home.standby_go()
@@ -185,9 +213,48 @@ class Standby:
             if time.monotonic() >= deadline:
                 raise _Ended(f"no go within {self.max_wait_seconds:.0f}s: the standby gave up waiting")
             if time.monotonic() >= next_look:
-                self._note_job_state()
-                next_look = time.monotonic() + self.heartbeat_seconds
+                if self.hot:
+                    go = self._look_for_failover()
+                    if go is not None:
+                        return go
+                    next_look = time.monotonic() + FAILOVER_LOOK_SECONDS
+                else:
+                    self._note_job_state()
+                    next_look = time.monotonic() + self.heartbeat_seconds
             time.sleep(GO_POLL_SECONDS)
+
+    def _look_for_failover(self) -> dict[str, Any] | None:
+        """One look of a hot standby at the job (``core.failover``): its own go when the driver is dead and the
+        budget allows; raises (the standby ends) when the job was stopped on purpose or recovery gave up."""
+        policy = Policy(**self._doc["hot"].get("policy", {}))
+        now = utc_now()
+        document = self.home.status_document()
+        gone = driver_gone(document)
+
+        def judged(restarts: list) -> failover.FailoverDecision:
+            return failover.judge_failover(document, stop_requested=self.home.stop_requested(), restarts=restarts,
+                                           now=now, policy=policy, processes_gone=gone)
+
+        decision = judged([])  # the history is read only when the driver looks dead
+        looks_dead = decision.verdict is failover.Verdict.TAKE_OVER
+        if looks_dead:
+            decision = judged(restarts_in(self.home.history()))
+        if decision.verdict is failover.Verdict.STAND_DOWN:
+            raise _Ended(f"stood down: {decision.reason}")
+        if decision.verdict is failover.Verdict.WAIT:
+            note = decision.reason if looks_dead else None  # the budget's backoff holds it back
+            if note != self._doc.get("note"):
+                if note:
+                    log.warning("hot standby of %s: %s", self.home.url, note)
+                with self._lock:
+                    self._doc["note"] = note
+            return None
+        assert document is not None  # a job that never reported is not dead
+        self.failover = {"reason": decision.reason, "decided_at": now.isoformat(), "dead_pid": document.pid,
+                         "dead_host": document.host, "dead_heartbeat_epoch": document.heartbeat_epoch,
+                         "dead_state": document.state_text, "restart_policy": dict(self._doc["hot"].get("policy", {}))}
+        log.warning("hot standby of %s: %s; taking the job over", self.home.url, decision.reason)
+        return {"token": self.token, "action": rules.GO, "by": failover.FAILOVER, "at": now.isoformat()}
 
     def _note_job_state(self) -> None:
         """The job stopped without a go: say so (the standby does not take over without being told to)."""
@@ -296,6 +363,26 @@ def _behind(offsets: Any, records: int) -> str | None:
                            for topic, parts in offsets.items()}, separators=(",", ":"), sort_keys=True)
     except (AttributeError, TypeError, ValueError):
         return None
+
+
+def record_failover(home: JobHome, found: Mapping[str, Any], version: str | None) -> None:
+    """The history record of a hot standby's takeover (a restart of the shared budget): who died, and how long
+    the job was without a driver (from the dead driver's last heartbeat, the last moment it is known to have
+    lived, to this driver holding the job)."""
+    taken = utc_now()
+    last_beat = found.get("dead_heartbeat_epoch")
+    without = round(taken.timestamp() - last_beat, 3) if isinstance(last_beat, int | float) else None
+    args = {"restarter": failover.FAILOVER, "version": version, "reason": found.get("reason"),
+            "dead_pid": found.get("dead_pid"), "dead_host": found.get("dead_host")}
+    try:
+        with recorded_operation(home, failover.FAILOVER_OPERATION, args,
+                                by=f"hot standby {socket.gethostname()}:{os.getpid()}", lock=False) as record:
+            record["after"] = {"pid": os.getpid(), "host": socket.gethostname(), "decided_at": found.get("decided_at"),
+                               "taken_at": taken.isoformat(), "without_driver_seconds": without,
+                               "dead_state": found.get("dead_state")}
+    except Exception as exc:  # noqa: BLE001 - the job runs; only its history misses the record, said loudly
+        log.error("hot standby of %s took the job over but could not record the failover: %s", home.url, exc)
+    log.warning("hot standby of %s took the job over; it was without a driver for %ss", home.url, without)
 
 
 class _Ended(JobStateError):

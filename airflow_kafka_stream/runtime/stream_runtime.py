@@ -160,11 +160,12 @@ class StreamRuntime:
         drain ends after the running batch with either source. Use it for the job's own batch function, not for a
         rehearsal's.
         """
-        gate = self.supervision.gate
+        gate, owner = self.supervision.gate, self.supervision.require_owner
 
         def gated(batch_df, batch_id: int) -> None:
             gate(batch_id)
             function(batch_df, batch_id)
+            owner()  # resumed after another driver took the job: Spark must not commit this batch
 
         return gated
 
@@ -280,6 +281,9 @@ class StreamRuntime:
             self.takeover.start_ahead(writer)
 
     def _rehearse_writer(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
+        if self.standby.hot:  # the running version itself: reading through its source proves it can take over
+            self.takeover.warm_up()
+            return
         if getattr(writer, "_df", None) is None:
             log.warning("job %s: the writer has no DataFrame to rehearse (not a classic DataStreamWriter); "
                         "rehearsing the source alone", self.config.job_name)
@@ -305,6 +309,8 @@ class StreamRuntime:
         with self.run_state.lock:
             previous = self.run_state.last_offsets
         self.time_lag.batch_committed(progress.start_offsets or previous, offsets, progress.numInputRows or 0)
+        if not self.heartbeat.still_owner():
+            return  # a batch a superseded driver finished: the group is the other driver's
         self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
 
     def _add_lag_sample(self, batch_id: int, records_waiting: int) -> None:
@@ -327,10 +333,13 @@ class StreamRuntime:
         if self._finished is not None:
             return self._finished
         run = self.run_state
-        self.supervision.catch_up_with_checkpoint()
+        if not run.superseded:  # else the checkpoint and the group are another driver's now
+            self.supervision.catch_up_with_checkpoint()
         with run.lock:
             batch_id, offsets = run.last_batch_id, run.last_offsets
-        if batch_id is not None and offsets is not None:
+        if run.superseded:
+            self.committer.discard()
+        elif batch_id is not None and offsets is not None:
             self.committer.submit(batch_id, offsets)
         if not self.committer.close(self.config.final_commit_timeout_seconds):
             log.warning("the final group commit of batch %s did not complete: %s", batch_id,
@@ -342,11 +351,12 @@ class StreamRuntime:
         run.wake_status.set()
         self.heartbeat.join(10)
         try:
-            self.skipped.collect()  # the last batch's skips, reported after the heartbeat's last look
+            if not run.superseded:
+                self.skipped.collect()  # the last batch's skips, reported after the heartbeat's last look
         except Exception as exc:  # noqa: BLE001 - the files stay; the next run of the job records them
             log.warning("job %s: could not record the offsets the source skipped: %s", self.config.job_name, exc)
         try:
-            self.heartbeat.write_status()
+            self.heartbeat.write_status()  # nothing, when superseded
         except Exception as exc:  # noqa: BLE001 - e.g. the storage outage that fenced the job
             log.error("could not write the final status %s of job %s: %s", run.state, self.config.job_name, exc)
         # After the final status: each waits out a Kafka look in flight (measured 0.2-0.8 s), which must not
@@ -355,7 +365,7 @@ class StreamRuntime:
         self.time_lag.close()
         if self.metrics is not None:
             self.metrics.close()  # one last export (up 0, the final state), bounded
-        if clear_request and not failed:
+        if clear_request and not failed and not run.superseded:
             self.home.clear_stop_request()
         result = RunResult(
             state=run.state,

@@ -70,6 +70,12 @@ class Supervision:
         #: The checkpoint's batch in flight when this run began (another run's: never withdrawn).
         self.in_flight_at_start: int | None = None
 
+    def require_owner(self) -> None:
+        """Raise when another driver took the job while this one was silent (``Heartbeat.still_owner``): a batch
+        of a resumed driver must write nothing of the job."""
+        if not self.heartbeat.still_owner():
+            raise JobStateError(self.run.fence_reason or "fenced: another driver holds the job")
+
     def gate(self, batch_id: int) -> None:
         """Called by the job's batch function before it runs batch ``batch_id`` (``StreamRuntime.foreach_batch``).
 
@@ -78,6 +84,7 @@ class Supervision:
         raises, the query ends, and the drain withdraws the batch from the checkpoint. So the drain ends after
         the batch that was running, whatever the source.
         """
+        self.require_owner()
         if self.draining:
             self.held_batch = batch_id
             raise BatchHeld(f"batch {batch_id} was planned after the stop request; it is held before it runs and "
@@ -92,7 +99,9 @@ class Supervision:
         self.in_flight_at_start = self._in_flight_now()
         while query.isActive:
             silent = self.heartbeat.silence()
-            if run.fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
+            if not self.heartbeat.still_owner():
+                pass  # superseded: fenced with the reason, below
+            elif run.fence_reason is None and silent >= st.FENCE_AFTER_INTERVALS * self.config.heartbeat_seconds:
                 self.heartbeat.fence(silent, "the status write has not returned")  # a hung write fails nothing
             if run.fence_reason is not None:
                 query.stop()  # usually done already by the heartbeat thread

@@ -122,6 +122,8 @@ class Takeover:
         """
         self._read_home()
         self.standby.note_rehearsal({"verdict": "not rehearsed", "reason": (
+            "a hot standby runs the job's own version: it reads through its source, its query needs no rehearsal"
+            if self.standby.hot else
             "the job read runtime.generation (or the source options) before it built its query, so its standby "
             "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
         self._rehearse_source()
@@ -201,7 +203,7 @@ class Takeover:
                      "reads the checkpoint)", self.config.job_name)
             return
         location = self.source.spark_checkpoint_location(self.home.checkpoint_url(generation))
-        write_waiting(self.run.binding_file, self.config.standby_max_wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)
+        write_waiting(self.run.binding_file, self.standby.wait_seconds + AHEAD_WAIT_MARGIN_SECONDS)
         try:
             query = writer.option("checkpointLocation", location).start()
         except Exception as exc:  # noqa: BLE001 - the go then starts the query as without a start ahead
