@@ -21,6 +21,9 @@ with DAG(
                                   description="Used only when the job has no checkpoint yet"),
         "min_batches": Param(1, type="integer", minimum=0, title="Batches before success",
                              description="0 for a topic that may be idle: success once the job runs"),
+        "hot_standby": Param(False, type="boolean", title="Hot standby",
+                             description="Keep a second driver of this version ready beside the job: it takes the "
+                                         "job over within seconds when the driver dies (costs an idle driver)"),
     },
 ) as dag:
     StreamSubmitOperator(
@@ -33,5 +36,6 @@ with DAG(
         starting_offsets="{{ params.starting_offsets }}",
         source="{{ params.source }}",
         min_batches="{{ params.min_batches }}",
+        hot_standby="{{ params.hot_standby }}",
         deferrable=True,
     )

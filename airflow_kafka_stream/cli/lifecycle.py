@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-batches", type=int, default=1, help="batches the new run must commit (0: RUNNING is enough)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for them")
     p.add_argument("--no-wait", action="store_true", help="return once the driver is launched")
+    p.add_argument("--hot-standby", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep a hot standby of the running version beside the job: it takes the job over within "
+                        "seconds when the driver dies (default: as the job had it; --no-hot-standby ends it)")
     p.add_argument("--from-submission", action="store_true",
                    help="start --app-version exactly as it was last submitted to this job home (application, "
                         "arguments, Spark settings): a restart after a stop, or a rollback by hand")
@@ -173,20 +176,26 @@ def _standby_launch(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from airflow_kafka_stream.ops import submit
+    from airflow_kafka_stream.ops import hot_standby, submit
 
     home = job_home(args)
     kafka = kafka_settings(args, home)
     submission = _recorded(home, args) if args.from_submission else submission_from(args, home, kafka)
     launcher = launcher_from(args, home, kafka)
+    hot_standby.set_wish(home, args.hot_standby)
+    if args.hot_standby is False:
+        hot_standby.end_hot_standby(home, "the job was submitted with --no-hot-standby")
     if args.no_wait:
         result = submit.submit(home, submission, launcher)
         emit(args, result.to_dict(), _submitted_text(result))
         return EXIT_OK
     result, running = submit.submit_and_wait(home, submission, launcher, min_batches=args.min_batches,
                                              timeout=args.timeout, secrets=secret_values(kafka))
-    emit(args, {**result.to_dict(), "job": running}, _submitted_text(result) + f"\nversion {result.app_version} is "
-         f"RUNNING: generation {running.get('generation')}, last batch {running.get('last_batch_id')}")
+    standby = hot_standby.keep_hot_standby(home, launcher)
+    emit(args, {**result.to_dict(), "job": running, "hot_standby": standby.to_dict() if standby else None},
+         _submitted_text(result) + f"\nversion {result.app_version} is RUNNING: generation "
+         f"{running.get('generation')}, last batch {running.get('last_batch_id')}"
+         + (f"\nhot standby launched: pid {standby.pid}, log {standby.driver_log}" if standby else ""))
     return EXIT_OK
 
 

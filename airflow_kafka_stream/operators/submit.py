@@ -17,6 +17,7 @@ from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
+from airflow_kafka_stream.ops.hot_standby import end_hot_standby, keep_hot_standby, set_wish
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, recorded_submission, submit
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
@@ -79,10 +80,14 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         installation already bring it), ``bundled`` (always those), ``provided`` (the cluster has it). Default:
         Airflow's ``[airflow_kafka_stream] kafka_connector`` when set; a new version of a job keeps the running
         version's choice unless given (docs/cluster.md).
+    :param hot_standby: keep a hot standby of the running version beside the job, which takes the job over
+        within seconds when its driver dies (docs/standby.md); False ends it; None (default) keeps the job's
+        setting. Templated (``"true"``, ``"false"``, ``""``).
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
-                                      "group", "output_path", "starting_offsets", "spark_conf", "min_batches", "source")
+                                      "group", "output_path", "starting_offsets", "spark_conf", "min_batches", "source",
+                       "hot_standby")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
     #: Whether this task starts a new version of a job that runs (an upgrade's, a standby's, a check's): what it
     #: does not give then comes from the running version's submission (``ops.submission_plan``).
@@ -98,9 +103,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
                  from_submission: bool = False, executor_environment: str | None = None,
                  deploy_mode: str | None = None, job_home_shared: bool = False,
                  defer_after_seconds: float | None = None, kafka_connector: str | None = None,
-                 source: str | None = None, **kwargs: Any) -> None:
+                 source: str | None = None, hot_standby: bool | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source = source
+        self.hot_standby = hot_standby
         self.kafka_connector = KafkaConnector.of(kafka_connector).value if kafka_connector else None
         self.defer_after_seconds = defer_after_seconds
         self.from_submission = from_submission
@@ -143,10 +149,25 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
         self._check_min_batches()
         home, submission, launcher = self._launch_plan()
+        if not self.starts_a_new_version:  # an upgrade's standby or check keeps the job's wish as it is
+            set_wish(home, self._hot_standby())
         result = submit(home, submission, launcher)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
                       result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
         return self._watch(context, result.to_dict())
+
+    def _hot_standby(self) -> bool | None:
+        """``hot_standby`` as given or rendered from a template (``"True"``, ``"false"``, ``""`` for none)."""
+        value = self.hot_standby
+        if value is None or isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("", "none"):
+            return None
+        if text in ("true", "false"):
+            return text == "true"
+        raise InvalidInputError(f"hot_standby must be true, false or empty (keep the job's setting), got {value!r}",
+                                setting="hot_standby")
 
     def _launch_plan(self) -> tuple[Any, Any, Any]:
         """The job home, the submission to start (given here, or recorded earlier), and the launcher."""
@@ -201,7 +222,24 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
         result = conclude_start(home, SubmitResult.of(submitted), event, self._secrets())
         self.log.info("job %s version %s is RUNNING: %s", self.job_home, self.app_version, event.get("message"))
+        if not self.starts_a_new_version:
+            self._keep_hot_standby(home)
         return result
+
+    def _keep_hot_standby(self, home) -> None:
+        """The job's hot standby, when it wants one (``ops.hot_standby``), or its end when this submit said no."""
+        from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
+
+        if self._hot_standby() is False:
+            end_hot_standby(home, "the job was submitted with hot_standby=False")
+            return
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        launcher = AirflowSparkLauncher(self.job_home, self.spark_conn_id, hook.driver_kafka_config(),
+                                        hook.storage_options())
+        standby = keep_hot_standby(home, launcher)
+        if standby is not None:
+            self.log.info("job %s: hot standby of version %s launched (pid %s, log %s)", self.job_home,
+                          standby.app_version, standby.pid, standby.driver_log)
 
     def _secrets(self) -> list[str]:
         try:

@@ -42,20 +42,22 @@ log = logging.getLogger(__name__)
 
 
 def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *, by: str | None = None,
-                   now: datetime | None = None, rehearse: Mapping[str, Any] | None = None) -> StandbyHandle:
+                   now: datetime | None = None, rehearse: Mapping[str, Any] | None = None,
+                   hot: Mapping[str, Any] | None = None, operation: str = "standby-launch") -> StandbyHandle:
     """Start ``submission``'s driver as a standby of the running job (step 1 of the module docstring); the
     submission is recorded, so a rollback or a watchdog restart later starts this version the same way.
 
     ``rehearse`` tells the standby's rehearsal of the new query (``runtime/rehearsal.py``) what the upgrade
     will do: ``drop_state``, ``timeout_seconds``, and ``check`` for a compatibility check, which only reports
     (it may run beside a stopped job, and records no submission: it never takes over).
+    ``hot``: a hot standby of the running version (``ops.hot_standby``), with the restart policy it judges by.
     """
     now = now or datetime.now(UTC)
     app_version = submission.app_version
     rehearse = dict(rehearse or {})
     check = bool(rehearse.get("check"))
     check_launch(launcher, submission)  # bad input is refused before anything changes
-    with recorded_operation(home, "standby-launch", {"app_version": app_version, "rehearse": rehearse},
+    with recorded_operation(home, operation, {"app_version": app_version, "rehearse": rehearse, "hot": bool(hot)},
                             by=by) as record:
         found = home.standby_record()
         if found and rules.is_live(found, process_alive(found.get("pid"), found.get("host")), now):
@@ -74,8 +76,9 @@ def launch_standby(home: JobHome, submission: Submission, launcher: Launcher, *,
         handle = StandbyHandle(token, str(app_version), driver.pid, driver.host, driver.log, now.isoformat())
         home.write_standby_record({"state": rules.StandbyState.LAUNCHED, "token": token, "version": str(app_version),
                                             "pid": driver.pid, "host": driver.host, "log": driver.log,
-                                            "launched_at": now.isoformat(), "rehearse": rehearse})
-        if not check:
+                                            "launched_at": now.isoformat(), "rehearse": rehearse,
+                                            **({"hot": dict(hot)} if hot else {})})
+        if not check and not hot:  # a hot standby runs the recorded submission
             record_submission(home, submission, now)
         record["before"] = {"state": written_state(status), "version": home.spec().get("version")}
         record["after"] = handle.to_dict()

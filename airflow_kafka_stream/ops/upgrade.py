@@ -35,6 +35,7 @@ from airflow_kafka_stream.core.upgrade_outcome import UpgradeVerdict, judge_upgr
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, StreamError
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.health import HealthLook
+from airflow_kafka_stream.ops.hot_standby import end_hot_standby, keep_hot_standby
 from airflow_kafka_stream.ops.launcher import Launcher, Submission
 from airflow_kafka_stream.ops.results import StopResult, UpgradeOutcome
 from airflow_kafka_stream.ops.savepoints import restore, unpin
@@ -160,7 +161,9 @@ def upgrade(home: JobHome, new: Submission, launcher: Launcher, kafka_config: Ma
     if healthy is None and options.rollback:
         rolled_back = _roll_back(home, stopped, launcher, options, secrets, by, say, enter)
     enter(UpgradePhase.OUTCOME)
-    return decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
+    outcome = decide_outcome(home, new.app_version, stopped, healthy, rolled_back, options.rollback, handle)
+    keep_hot_standby(home, launcher, by=by)  # the job's wish outlives the version (a failed one raised above)
+    return outcome
 
 
 def start_standby(home: JobHome, new: Submission, launcher: Launcher, options: UpgradeOptions, *,
@@ -174,6 +177,9 @@ def start_standby(home: JobHome, new: Submission, launcher: Launcher, options: U
         say(f"job {home.url} does not run (state {written_state(status)}): there is nothing to take over from, "
             f"version {new.app_version} starts cold")
         return None
+    if end_hot_standby(home, f"replaced by the standby of the upgrade to version {new.app_version}", by=by):
+        say("ended the job's hot standby: the upgrade's standby replaces it (a hot standby of the new version "
+            "follows once the upgrade is over)")
     live = live_standby(home)
     if live is not None and live.app_version == new.app_version:
         _refuse_unfit_standby(home, live, options)

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.core.failover import FAILOVER_GRACE_SECONDS
+from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.submit_rules import launch_pending
 from airflow_kafka_stream.core.watchdog import (
@@ -35,12 +37,15 @@ from airflow_kafka_stream.core.watchdog import (
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.guard import GIVE_UP_OPERATION
 from airflow_kafka_stream.ops.health import job_lag
+from airflow_kafka_stream.ops.hot_standby import is_hot, keep_hot_standby
 from airflow_kafka_stream.ops.launcher import Launcher
 from airflow_kafka_stream.ops.results import WatchdogResult
+from airflow_kafka_stream.ops.standby import live_standby
 from airflow_kafka_stream.ops.submit import LAUNCHED, replay
 from airflow_kafka_stream.storage.jobhome import STOP_MODE_KILL, JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
 from airflow_kafka_stream.storage.processes import driver_gone, end_process, process_alive
+from airflow_kafka_stream.storage.status import max_heartbeat_age, observe_liveness
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +60,36 @@ def restarts_in_history(home: JobHome) -> list[Restart]:
 
 
 def starting_driver(home: JobHome, status: StatusDocument | None, now: datetime) -> str | None:
-    """What says a driver was launched (a submit, a restart) and has not reported yet; None when none is."""
+    """What says a driver was launched (a submit, a restart) and has not reported yet, or that a live hot
+    standby is taking a dead driver's job over (``failover_pending``); None when none is."""
+    pending = failover_pending(home, status, now)
+    if pending:
+        return pending
     record = home.launch_record()
     if not launch_pending(status, record, process_alive((record or {}).get("pid"), (record or {}).get("host")), now):
         return None
     assert record is not None
     return (f"a driver of version {record.get('app_version')} was launched at {record.get('launched_at')} "
             f"(pid {record.get('pid')}) and has not reported yet: it is starting")
+
+
+def failover_pending(home: JobHome, status: StatusDocument | None, now: datetime) -> str | None:
+    """What says the job's live hot standby takes its dead driver's job over: it is taking over, or READY and the
+    driver's last heartbeat is recent enough that the standby will act (``core.failover.FAILOVER_GRACE_SECONDS``
+    past the liveness limit); None otherwise, and then the watchdog and the supervisor restart the job."""
+    record = home.standby_record()
+    if not is_hot(record) or live_standby(home, now) is None or status is None:
+        return None
+    state = record.get("state")
+    if state == StandbyState.TAKING_OVER:
+        return f"the hot standby (pid {record.get('pid')}) is taking the job over"
+    floor = Policy(**record["hot"].get("policy", {})).max_heartbeat_age
+    if state != StandbyState.READY or observe_liveness(status, now, floor).alive:
+        return None
+    age = status.heartbeat_age(now)
+    if age is not None and age <= FAILOVER_GRACE_SECONDS + max_heartbeat_age(status, floor):
+        return f"the driver is dead; the job's hot standby (pid {record.get('pid')}) is READY and takes it over"
+    return None
 
 
 def assess(home: JobHome, policy: Policy, *, now: datetime | None = None, lag: int | None = None,
@@ -98,6 +126,8 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
         home.write_watchdog_memory(decision.progress.to_dict())
     log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)
     if decision.action in (Action.NOTHING, Action.WAIT_BACKOFF):
+        if decision.action is Action.NOTHING and not decision.stopped_on_purpose:
+            keep_hot_standby(home, launcher, by=by)  # the job wants one and has none: a failover used it
         return WatchdogResult(decision.action.value, decision.reason, lag)
     if decision.action is Action.GIVE_UP:
         with recorded_operation(home, GIVE_UP_OPERATION, {"reason": decision.reason, "restarter": restarter},

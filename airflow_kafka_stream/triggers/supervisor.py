@@ -5,8 +5,9 @@ watchdog passes, so no worker slot is held while the job runs. Each look is
 ``ops.watchdog.assess``: the one liveness rule (a driver gone from this host is
 dead at once, one elsewhere by its heartbeat age) and the watchdog's limits
 (the restart budget, the backoff), changing nothing. The trigger fires when the
-watchdog would act (restart, or give up on a crash loop) and when the job was
-stopped on purpose (the supervision ends); while the job runs, starts, or waits
+watchdog would act (restart, or give up on a crash loop), when the job wants a
+hot standby and has none (``ops.hot_standby``: the pass launches one), and when
+the job was stopped on purpose (the supervision ends); while the job runs, starts, or waits
 out a backoff, it keeps looking. Stuck jobs (alive, no progress) are the
 scheduled watchdog's: judging them needs Kafka and the watchdog's memory.
 
@@ -60,16 +61,21 @@ class StreamJobLivenessTrigger(BaseTrigger):
         """One look (blocking: it reads the job home): an event dict whose status is ``waiting`` until the
         watchdog must act (``due``) or the job was stopped on purpose (``stopped``)."""
         from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+        from airflow_kafka_stream.ops.hot_standby import due
         from airflow_kafka_stream.ops.watchdog import assess
 
-        decision = assess(StreamJobHook(self.job_home, None, self.storage_conn_id).home(), Policy(**self.policy))
+        home = StreamJobHook(self.job_home, None, self.storage_conn_id).home()
+        decision = assess(home, Policy(**self.policy))
+        message = decision.reason
         if decision.stopped_on_purpose:
             status = STOPPED
         elif decision.action in (Action.RESTART, Action.KILL_AND_RESTART, Action.GIVE_UP):
             status = DUE
+        elif decision.action is Action.NOTHING and (relaunch := due(home)) is not None and relaunch.due:
+            status, message = DUE, f"the job wants a hot standby: {relaunch.reason}"
         else:
             status = WaitStatus.WAITING
-        return {"status": status, "action": decision.action.value, "message": decision.reason}
+        return {"status": status, "action": decision.action.value, "message": message}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         async for event in poll_until_done(self, self.log.info, f"job {self.job_home}", f"job {self.job_home}",

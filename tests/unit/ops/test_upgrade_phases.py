@@ -31,7 +31,8 @@ def entered(monkeypatch):
                  "stop_job": lambda *a, **k: stopped, "restore": lambda *a, **k: SimpleNamespace(generation=2),
                  "hand_over": lambda *a, **k: started, "submit": lambda *a, **k: started,
                  "replay": lambda *a, **k: started, "conclude_start": lambda *a, **k: {},
-                 "HealthLook": FakeGate, "decide_outcome": lambda *a, **k: "decided"}
+                 "HealthLook": FakeGate, "decide_outcome": lambda *a, **k: "decided",
+                 "keep_hot_standby": lambda *a, **k: None}
     for name, stand_in in stand_ins.items():
         monkeypatch.setattr(ops_upgrade, name, stand_in)
 
