@@ -37,6 +37,7 @@ OPTION_OF_SETTING = {
     "sink_path": "--sink-path",
     "allow_sink_batch_log": "--allow-sink-batch-log",
     "drop_state": "--drop-state",
+    "hot_standby": "--hot-standby",
     "app_version": "--app-version",
     "value": f"the strategy's value (e.g. {strategy_flag(StrategyKind.TO_OFFSET)}, "
              f"{strategy_flag(StrategyKind.FROM_FILE)})",
