@@ -20,11 +20,12 @@ import pytest
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.failover import FAILOVER_OPERATION
 from airflow_kafka_stream.core.watchdog import SUPERVISOR, Policy
+from airflow_kafka_stream.errors import WatchdogGaveUp
 from airflow_kafka_stream.ops.hot_standby import keep_hot_standby, set_wish
 from airflow_kafka_stream.ops.launcher import Submission
 from airflow_kafka_stream.ops.standby import live_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
-from airflow_kafka_stream.ops.submit import record_submission
+from airflow_kafka_stream.ops.submit import record_submission, replay
 from airflow_kafka_stream.ops.watchdog import watch
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
 from airflow_kafka_stream.storage.processes import process_alive
@@ -36,7 +37,7 @@ from tests.kafka_utils import watermarks
 pytestmark = pytest.mark.integration
 
 #: The drivers beat every 3 s (RunningJob): a frozen one is dead by the rule after 12 s without a heartbeat.
-POLICY = Policy(max_heartbeat_age=12.0, backoff_seconds=5.0)
+POLICY = Policy(max_heartbeat_age=12.0, backoff_seconds=5.0, max_restarts=2)
 #: The bar for "the job commits its next batch within a few seconds" on the suite's loaded two cores (the figure
 #: itself is the benchmark's, ``bench/run watchdog``).
 TAKEOVER_BAR_SECONDS = 25.0
@@ -97,19 +98,32 @@ def test_a_hot_standby_takes_over_a_killed_and_a_frozen_driver_and_never_a_stopp
         assert (held["pid"], held["state"]) == (second.pid, "RUNNING"), "the thawed driver wrote no status"
         assert len([r for r in home.history() if r["operation"] == FAILOVER_OPERATION]) == 2
 
-        # 4. A graceful stop with a hot standby present: it stands down, nothing takes the job over.
-        watch(home, {"bootstrap.servers": kafka_bootstrap}, POLICY, job.launcher(), restarter=SUPERVISOR)
+        # 4. The budget the watchdog and the supervisor share (two restarts in the window here) is spent: a third
+        #    death is not taken over; the hot standby stands down and the supervisor's pass gives up, saying why.
+        watch(home, None, POLICY, job.launcher(), restarter=SUPERVISOR)
         third = ready_hot_standby(job)
+        job.kill(second.pid)
+        wait_for(lambda: not process_alive(third.pid, third.host), "the hot standby to stand down", 60)
+        record = home.read_control(STANDBY_RECORD)
+        assert record["state"] == rules.StandbyState.ENDED and "gave up" in record["error"], record
+        with pytest.raises(WatchdogGaveUp, match="2 by the hot standby's failover"):
+            watch(home, None, POLICY, job.launcher(), restarter=SUPERVISOR)
+
+        # 5. Submitted again (a new chapter of the budget), with a hot standby: a graceful stop is never taken
+        #    over; the standby stands down.
+        resumed = replay(home, "1", job.launcher())
+        job.first_batch_of(resumed.pid)
+        assert keep_hot_standby(home, job.launcher()) is not None
+        fourth = ready_hot_standby(job)
         sent = job.feeder.stop()
         wanted = {job.topic: {str(p): high for p, (_low, high) in
                               watermarks(job.bootstrap, job.topic, PARTITIONS).items()}}
         wait_for(lambda: job.status().get("last_offsets") == wanted, "the job to catch up", 120)
-        stopped = stop_job(home, timeout=60, poll=0.2)
-        assert stopped.was_running
-        wait_for(lambda: not process_alive(third.pid, third.host), "the hot standby to stand down", 60)
+        assert stop_job(home, timeout=60, poll=0.2).was_running
+        wait_for(lambda: not process_alive(fourth.pid, fourth.host), "the hot standby to stand down", 60)
         record = home.read_control(STANDBY_RECORD)
         assert record["state"] == rules.StandbyState.ENDED and "stopped on purpose" in record["error"], record
-        assert job.status()["state"] == "STOPPED" and job.status()["pid"] == second.pid
+        assert (job.status()["state"], job.status()["pid"]) == ("STOPPED", resumed.pid)
         assert len([r for r in home.history() if r["operation"] == FAILOVER_OPERATION]) == 2
 
     # Record by record, across the kill, the freeze and the stop: nothing lost, nothing written twice.
