@@ -4,6 +4,7 @@ full consistency check of the checkpoint (fsck)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from airflow_kafka_stream.checkpoint.fsck import fsck as fsck_checkpoint
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition, read_position
@@ -14,6 +15,7 @@ from airflow_kafka_stream.core.state_metadata import CheckpointState
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.ops.context import JobContext, build_context
 from airflow_kafka_stream.ops.guard import ensure_not_running, job_shown_state
+from airflow_kafka_stream.ops.hot_standby import is_hot, wish
 from airflow_kafka_stream.ops.results import JobStatus, RepairResult
 from airflow_kafka_stream.ops.standby import live_standby
 from airflow_kafka_stream.ops.unstarted import UnstartedGeneration, unstarted_generation
@@ -88,7 +90,7 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
     status = StatusDocument.of(raw)
     spec = home.spec()
     age = status.heartbeat_age(now) if status else None
-    standby = home.standby_record() if live_standby(home, now) is not None else None  # else an upgrade that is over
+    standby = shown_standby(home, now, running)
     commits = status.group_commits if status else None
     return JobStatus(
         job_home=home.url,
@@ -108,10 +110,26 @@ def job_status(home: JobHome, now: datetime | None = None) -> JobStatus:
         read_placement=status.read_placement if status else None,
         stop_requested_at=status.stop_requested_at if status else None,
         error=status.error if status else None,
-        standby={key: standby.get(key) for key in ("state", "version", "pid", "host", "launched_at")}
-        if standby else None,
+        standby=standby,
         time_lag=status.time_lag if status else None,
         metrics=(raw or {}).get("metrics") if status is not None and status.metrics is not None else None,
         recorded_state=written_state(status),
         state_reason=shown.reason if status is not None else None,
     )
+
+
+def shown_standby(home: JobHome, now: datetime, running: bool) -> dict[str, Any] | None:
+    """The job's standby as ``status`` and the job page show it: a live one (an upgrade's, or the hot standby
+    with ``hot``), or, for a running job that wants a hot standby and has none live, ``state`` NONE and what
+    became of the last one; None otherwise (an upgrade's standby that is over, a stopped job)."""
+    record = home.standby_record() or {}
+    if live_standby(home, now) is not None:
+        return {**{key: record.get(key) for key in ("state", "version", "pid", "host", "launched_at")},
+                "hot": is_hot(record), "note": record.get("note")}
+    if wish(home) is None or not running:
+        return None
+    last = (f"the last one (pid {record.get('pid')}) is {record.get('state')}: {record.get('error') or 'no reason'}"
+            if record else "none was launched yet")
+    return {"state": "NONE", "version": None, "pid": None, "host": None, "launched_at": None, "hot": True,
+            "note": f"the job wants a hot standby and has none live; {last} (the next supervisor or watchdog pass "
+                    "launches one)"}

@@ -17,6 +17,7 @@ from airflow_kafka_stream.plugins.objective_html import objective_limit, objecti
 from airflow_kafka_stream.plugins.state_html import savepoint_actions, state_section
 from airflow_kafka_stream.plugins.svg_plot import PlotFrame
 from airflow_kafka_stream.plugins.time_lag_plot import seconds_text, time_lag_plot
+from airflow_kafka_stream.render.job import standby_text
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1a202c;font-size:14px}
@@ -143,6 +144,11 @@ def _summary(s: dict[str, Any]) -> str:
             ("Where batches are read", _cell(s.get("read_placement")))]
     if s.get("time_lag_seconds") is not None:
         rows.append(("Time lag (oldest unprocessed record)", _cell(seconds_text(s["time_lag_seconds"]))))
+    if s.get("standby"):
+        standby = s["standby"]
+        rows.append(("Hot standby" if standby.get("hot") else "Standby",
+                     _cell(standby_text(standby), css="OK" if standby.get("state") == "READY" else ("bad" if standby.get("state") == "NONE"
+                                                                             else ""))))
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
     if (s.get("metrics") or {}).get("failing"):

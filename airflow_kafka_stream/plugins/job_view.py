@@ -105,6 +105,7 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
         "read_placement": (status.read_placement or {}).get("reason"),
         "time_lag_seconds": status.time_lag.max_seconds if status.time_lag is not None else None,
         "metrics": status.metrics,
+        "standby": status.standby,
     }
 
 

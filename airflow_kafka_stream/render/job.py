@@ -72,8 +72,7 @@ def status_text(status: JobStatus) -> str:
     if status.stop_requested_at and JobState.parse(status.recorded_state) in (JobState.RUNNING, JobState.DRAINING):
         lines.append(f"stop requested  at {status.stop_requested_at}")
     if status.standby:
-        lines.append(f"standby         version {status.standby['version']} {status.standby['state']} (pid "
-                     f"{status.standby['pid']} on {status.standby['host']})")
+        lines.append(standby_line(status.standby))
     if status.error:
         lines.append(f"error           {status.error}")
     return "\n".join(lines)
@@ -105,3 +104,16 @@ def unlock_text(result: UnlockResult) -> str:
 
 def _age(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.0f}s ago"
+
+
+def standby_line(standby: dict) -> str:
+    """The job's standby in one line of ``status`` (``ops.inspect.shown_standby``): the hot standby or an upgrade's."""
+    return f"{'hot standby' if standby.get('hot') else 'standby':<16}{standby_text(standby)}"
+
+
+def standby_text(standby: dict) -> str:
+    """What the job's standby is doing, in words (the job page's cell, ``status``'s line)."""
+    if standby.get("state") == "NONE":
+        return f"NONE: {standby.get('note')}"
+    return (f"version {standby.get('version')} {standby.get('state')} (pid {standby.get('pid')} on "
+            f"{standby.get('host')})" + (f": {standby['note']}" if standby.get("note") else ""))

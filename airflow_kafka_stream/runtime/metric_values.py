@@ -52,6 +52,7 @@ METRICS: tuple[MetricSpec, ...] = (
           "offsets failOnDataLoss=false skipped in this run because Kafka no longer had them"),
     _spec("heartbeat.age", "gauge", "s", "seconds since the driver last wrote its status (heartbeat)"),
     _spec("savepoint.age", "gauge", "s", "seconds since the job's newest savepoint was taken (absent: none)"),
+    _spec("hot_standby.ready", "gauge", "1", "1 while the job's hot standby is READY to take it over, else 0"),
 )
 METRIC_NAMES = tuple(spec.name for spec in METRICS)
 
@@ -90,7 +91,8 @@ def _number(value: Any) -> float | None:
 
 
 def metric_points(status: Mapping[str, Any], job: Mapping[str, Any], batch: BatchFigures | None,
-                  heartbeat_age: float | None, savepoint_epoch: float | None, now: float) -> dict[str, list[Point]]:
+                  heartbeat_age: float | None, savepoint_epoch: float | None, now: float,
+                  hot_standby_ready: bool | None = None) -> dict[str, list[Point]]:
     """Every metric's points from the runtime's status document (``status()``) and its extra figures.
 
     ``job`` holds the attributes every point carries (job name, application version); partition metrics
@@ -129,6 +131,7 @@ def metric_points(status: Mapping[str, Any], job: Mapping[str, Any], batch: Batc
     points[name("skipped_offsets")] = one(_number(skipped.get("offsets")) or 0.0)
     points[name("heartbeat.age")] = one(None if heartbeat_age is None else max(heartbeat_age, 0.0))
     points[name("savepoint.age")] = one(None if savepoint_epoch is None else max(now - savepoint_epoch, 0.0))
+    points[name("hot_standby.ready")] = one(None if hot_standby_ready is None else float(hot_standby_ready))
     return points
 
 

@@ -23,10 +23,12 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
 from airflow_kafka_stream.core.metrics_settings import CONSOLE, OTLP, PROMETHEUS, MetricsSettings, read_settings
+from airflow_kafka_stream.core.standby import StandbyState, is_live
 from airflow_kafka_stream.runtime.metric_values import (
     METRICS,
     BatchFigures,
@@ -306,6 +308,7 @@ class RuntimeMetrics:
         self.time_lag = time_lag
         self._metric_batch: BatchFigures | None = None
         self._savepoint_seen: tuple[float, float | None] = (float("-inf"), None)
+        self._standby_seen: tuple[float, bool | None] = (float("-inf"), False)
         self.job_metrics = JobMetrics(settings, job_attributes(config.job_name, config.app_version),
                                       self._metric_points)
 
@@ -322,7 +325,7 @@ class RuntimeMetrics:
                 batch = (BatchFigures(-1, None, None, lag) if batch is None else
                          BatchFigures(batch.batch_id, batch.duration_seconds, batch.rows_per_second, lag))
         return metric_points(self._status(), self.job_metrics.attributes, batch, age, self._newest_savepoint(),
-                             time.time())
+                             time.time(), self._hot_standby_ready())
 
     def _watermark_lag(self) -> dict | None:
         """Records after the last committed offsets up to the high watermarks, per partition: the watermarks the
@@ -342,6 +345,20 @@ class RuntimeMetrics:
             epoch = self.job_metrics.figures.read("savepoint.age", self._look_up_newest_savepoint, epoch)
             self._savepoint_seen = (time.monotonic(), epoch)
         return epoch
+
+    def _hot_standby_ready(self) -> bool | None:
+        """Whether the job's hot standby is READY (a live record: its heartbeat fresh), looked up at the savepoint
+        lookup's pace; the last answer while a lookup fails (shown as failing)."""
+        looked_at, ready = self._standby_seen
+        if time.monotonic() - looked_at >= self.job_metrics.savepoint_lookup_seconds:
+            ready = self.job_metrics.figures.read("hot_standby.ready", self._look_up_hot_standby, ready)
+            self._standby_seen = (time.monotonic(), ready)
+        return ready
+
+    def _look_up_hot_standby(self) -> bool:
+        record = self.home.standby_record()
+        return (bool(record) and isinstance(record.get("hot"), Mapping) and record.get("state") == StandbyState.READY
+                and is_live(record, None, datetime.now(UTC)))
 
     def _look_up_newest_savepoint(self) -> float | None:
         manifests = list_savepoints(self.home.savepoints_url, self.config.storage_options)

@@ -22,6 +22,7 @@ from airflow_kafka_stream.core.failover import FAILOVER_OPERATION
 from airflow_kafka_stream.core.watchdog import SUPERVISOR, Policy
 from airflow_kafka_stream.errors import WatchdogGaveUp
 from airflow_kafka_stream.ops.hot_standby import keep_hot_standby, set_wish
+from airflow_kafka_stream.ops.inspect import job_status
 from airflow_kafka_stream.ops.launcher import Submission
 from airflow_kafka_stream.ops.standby import live_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
@@ -65,6 +66,8 @@ def test_a_hot_standby_takes_over_a_killed_and_a_frozen_driver_and_never_a_stopp
         assert keep_hot_standby(home, job.launcher()) is not None
         standby = ready_hot_standby(job)
         assert keep_hot_standby(home, job.launcher()) is None, "one live standby is enough"
+        shown = job_status(home).standby
+        assert (shown["hot"], shown["state"], shown["pid"]) == (True, "READY", standby.pid), shown
 
         # 1. kill -9 of the driver: the hot standby holds the job and commits within seconds.
         killed_at = time.monotonic()
@@ -76,6 +79,8 @@ def test_a_hot_standby_takes_over_a_killed_and_a_frozen_driver_and_never_a_stopp
         assert 0 < failovers[0]["after"]["without_driver_seconds"] < TAKEOVER_BAR_SECONDS + 4, failovers
         assert home.read_control(STANDBY_RECORD)["state"] == rules.StandbyState.ACTIVE
         assert job.status()["generation"] == first["generation"], "the same checkpoint goes on"
+        shown = job_status(home).standby
+        assert (shown["hot"], shown["state"]) == (True, "NONE") and "has none live" in shown["note"], shown
 
         # 2. A supervisor's pass finds the job running without a standby and launches the next one.
         passed = watch(home, {"bootstrap.servers": kafka_bootstrap}, POLICY, job.launcher(), restarter=SUPERVISOR)

@@ -81,7 +81,7 @@ def every_point() -> dict:
     status = {**STATUS, "dead_letters": 1, "time_lag": {"partitions": {"orders": {"0": 2.5}},
                                                         "last_batch_delay_seconds": 0.5}}
     batch = batch_figures(8, 40, {"triggerExecution": 400}, {("orders", 0): 12}, {("orders", 0): 10})
-    return metric_points(status, JOB, batch, 0.5, time.time() - 30, time.time())
+    return metric_points(status, JOB, batch, 0.5, time.time() - 30, time.time(), hot_standby_ready=True)
 
 
 def test_every_documented_metric_is_served_under_its_documented_prometheus_name():
