@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from airflow_kafka_stream.core.failover import FAILOVER, FAILOVER_OPERATION
 from airflow_kafka_stream.core.watchdog import Policy, Restart
 from airflow_kafka_stream.errors import WatchdogGaveUp
 from airflow_kafka_stream.ops.inspect import job_status
@@ -72,3 +73,16 @@ def test_within_the_budget_nothing_is_given_up(tmp_path):
 def test_an_unknown_restarter_is_refused(tmp_path):
     with pytest.raises(ValueError, match="restarter must be one of watchdog, supervisor"):
         watch(failed_job(tmp_path, []), None, Policy(), NoLaunch(), restarter="cron")
+
+
+def test_a_hot_standbys_failovers_spend_the_same_budget(tmp_path):
+    """A failover is a restart of the one budget: with one by each of the three, a fourth death is given up."""
+    home = failed_job(tmp_path, ["supervisor", "watchdog"])
+    with recorded_operation(home, FAILOVER_OPERATION, {"restarter": FAILOVER, "reason": "the driver is gone"},
+                            lock=False) as record:
+        record["after"] = {"without_driver_seconds": 2.0}
+    assert sorted(str(r.by) for r in restarts_in_history(home)) == ["failover", "supervisor", "watchdog"]
+    with pytest.raises(WatchdogGaveUp) as gave_up:
+        watch(home, None, Policy(max_restarts=3, window_seconds=600), NoLaunch(), restarter="watchdog")
+    assert ("(1 by the hot standby's failover, 1 by the supervisor, 1 by the watchdog)" in str(gave_up.value)
+            ), str(gave_up.value)

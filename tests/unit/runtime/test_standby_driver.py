@@ -3,6 +3,7 @@ itself, as the driver sees them in the job home (local files, real threads)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -92,3 +93,46 @@ def test_a_standby_whose_job_code_fails_before_its_warm_up_says_why_in_its_recor
     assert verdict.outcome == rules.Readiness.FAILED and "upgrade with --no-standby" in verdict.message
     standby.fail_early("a second reason")  # the record already says how it ended
     assert home.read_control(STANDBY_RECORD)["error"].endswith("--no-standby")
+
+
+def hot_home(tmp_path, state: str) -> JobHome:
+    """A job home whose hot standby record waits for its driver, and a job status in ``state`` from another host."""
+    home = JobHome(str(tmp_path))
+    (tmp_path / "job.json").write_text(json.dumps({"job": "orders", "version": "1"}))
+    home.write_control(STANDBY_RECORD, {"token": "hot", "state": rules.StandbyState.LAUNCHED, "version": "1",
+                                        "hot": {"policy": {"max_heartbeat_age": 5.0}}})
+    write_status(tmp_path, state)
+    return home
+
+
+def write_status(tmp_path, state: str) -> None:
+    now = datetime.now(UTC)
+    (tmp_path / "status.json").write_text(json.dumps({
+        "job": "orders", "state": state, "pid": 1, "host": "elsewhere", "heartbeat_interval_seconds": 1,
+        "heartbeat_epoch": now.timestamp() - 0.5, "started_at": now.isoformat()}))
+
+
+def test_a_hot_standby_takes_over_a_failed_job_by_itself_and_records_the_failover(tmp_path):
+    home = hot_home(tmp_path, "RUNNING")
+    standby, thread, outcome = standing_by(home, "hot")
+    write_status(tmp_path, "FAILED")
+    thread.join(10)
+    assert outcome["go"]["by"] == "failover", outcome
+    standby.took_over()
+    failover = home.history()[-1]
+    assert (failover["operation"], failover["args"]["dead_pid"], failover["args"]["restarter"]) == (
+        "failover", 1, "failover"), failover
+    assert 0 < failover["after"]["without_driver_seconds"] < 3, failover
+
+
+def test_a_hot_standby_stands_down_when_the_job_is_stopped_and_waits_while_it_runs(tmp_path):
+    home = hot_home(tmp_path, "RUNNING")
+    _standby, thread, outcome = standing_by(home, "hot")
+    time.sleep(1.0)
+    assert thread.is_alive() and "go" not in outcome, "a running job is not taken over"
+    home.request_stop("an operator")
+    thread.join(10)
+    assert "stood down" in outcome["error"] and "stop requested" in outcome["error"], outcome
+    record = home.read_control(STANDBY_RECORD)
+    assert record["state"] == rules.StandbyState.ENDED and "stopped on purpose" in record["error"], record
+    assert all(r["operation"] != "failover" for r in home.history())
