@@ -12,10 +12,16 @@ first committed batch:
   triggered: its trigger sees the driver gone (the one liveness rule), the task resumes, runs a watchdog
   pass and restarts the job.
 
+* failover: the job stopped and submitted again through ``stream_submit`` with ``hot_standby`` on (a new
+  chapter of the restart budget), the supervisor triggered again; each round waits until the hot standby is
+  READY, kills the job's driver alone (its process group: Python and JVM), and times until the hot standby,
+  now the job's driver, committed its first batch. The supervisor launches the next hot standby.
+
 The scripted rounds run first (a supervisor would race them), then the supervised ones; between supervised
 rounds the example DAG's backoff (60 s after a restart) is waited out before the kill, not counted. The ratio
-is median Airflow / median scripted; what it adds is the trigger's poll (1 s), the resume of a deferred task
-(scheduler, executor, a task process) and one pass.
+``watchdog_recovery_vs_restart`` is median Airflow / median scripted; what it adds is the trigger's poll (1 s),
+the resume of a deferred task (scheduler, executor, a task process) and one pass. ``failover_vs_restart`` is
+median failover / median scripted: what a hot standby saves of a cold driver start.
 """
 
 from __future__ import annotations
@@ -92,6 +98,38 @@ def supervised(home: Path) -> float:
     return first_batch_after(home, old) - killed
 
 
+def hot_standby_ready(home: Path, timeout: float = 300.0):
+    """The job's hot standby once READY (the supervisor launches it)."""
+    from airflow_kafka_stream.core.standby import StandbyState
+    from airflow_kafka_stream.ops.standby import live_standby
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    job = JobHome(str(home))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = job.standby_record() or {}
+        if record.get("hot") and record.get("state") == StandbyState.READY and live_standby(job) is not None:
+            return record
+        time.sleep(0.2)
+    raise SystemExit(f"no hot standby READY within {timeout:.0f}s; see {home}/logs")
+
+
+def failover(home: Path) -> float:
+    """Kill the job's driver alone (not its hot standby): seconds until the standby committed a batch."""
+    from airflow_kafka_stream.storage.jobhome import JobHome
+    from airflow_kafka_stream.storage.processes import driver_gone
+
+    standby = hot_standby_ready(home)
+    status = JobHome(str(home)).status_document()
+    killed = time.time()
+    os.killpg(os.getpgid(status.pid), 9)
+    while not driver_gone(JobHome(str(home)).status_document()):
+        time.sleep(0.05)
+    committed = first_batch_after(home, status.pid)
+    assert (JobHome(str(home)).status() or {}).get("pid") == standby["pid"], "the hot standby took the job"
+    return committed - killed
+
+
 def wait_deferred(stack, run_id: str, token: str, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,6 +140,35 @@ def wait_deferred(stack, run_id: str, token: str, timeout: float = 300.0) -> Non
             raise SystemExit(f"the supervisor ended ({state}) instead of deferring")
         time.sleep(0.5)
     raise SystemExit("the supervisor did not defer")
+
+
+def failover_rounds(stack, home: Path, topic: str, work: Path) -> list[float]:
+    """Stop, submit again with a hot standby (the submit DAG's param), supervise, and time ROUNDS failovers."""
+    from airflow_kafka_stream.ops.stop import stop_job
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    stop_job(JobHome(str(home)), timeout=120, savepoint=False)  # ends the supervision too (stopped on purpose)
+    token = stack.token()
+    code, run = stack.trigger("stream_submit", {"job_home": str(home), "topics": [topic], "group": "bench-watchdog",
+                                                "output_path": str(work / "out"), "app_version": "1",
+                                                "hot_standby": True}, token)
+    assert code == 200, run
+    done = stack.wait_for_run("stream_submit", run["dag_run_id"], token=token)
+    assert done["state"] == "success", (done, stack.log_tail("scheduler"))
+    code, run = stack.trigger("stream_supervisor", {"job_home": str(home)}, token)
+    assert code == 200, run
+    took: list[float] = []
+    last = 0.0
+    for _ in range(ROUNDS):
+        hot_standby_ready(home)
+        time.sleep(max(0.0, last + BACKOFF_SECONDS + 2 - time.time()))  # the budget's backoff, as above
+        took.append(failover(home))
+        last = time.time()
+    failovers = [r for r in JobHome(str(home)).history() if r["operation"] == "failover"]
+    assert len(failovers) == ROUNDS, failovers
+    print(f"# without a driver (last heartbeat of the dead one to the take): "
+          f"{[r['after']['without_driver_seconds'] for r in failovers]} s", file=sys.stderr)
+    return took
 
 
 def main() -> int:
@@ -148,9 +215,12 @@ def main() -> int:
                 last_restart = time.time()
             history = [r["operation"] for r in JobHome(str(home)).history()]
             assert history.count("watchdog-restart") == ROUNDS, history
+            failovers = failover_rounds(stack, home, topic, work)
             print(f"# kill -9 and scripted restart {[round(t, 1) for t in restarts]} s, kill -9 and recovery "
-                  f"through the Airflow supervisor {[round(t, 1) for t in recoveries]} s", file=sys.stderr)
+                  f"through the Airflow supervisor {[round(t, 1) for t in recoveries]} s, kill -9 and failover to "
+                  f"the hot standby {[round(t, 1) for t in failovers]} s", file=sys.stderr)
             print(f"watchdog_recovery_vs_restart: {statistics.median(recoveries) / statistics.median(restarts):.2f}")
+            print(f"failover_vs_restart: {statistics.median(failovers) / statistics.median(restarts):.2f}")
             stop_job(JobHome(str(home)), timeout=120, savepoint=False)
         finally:
             stop.set()
