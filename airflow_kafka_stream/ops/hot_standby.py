@@ -2,7 +2,9 @@
 when its driver dies (``core.failover``; the driver side is ``runtime/standby.py``).
 
 The wish is the job's, recorded in job.json (``hot_standby``: the restart policy the standby judges with), so
-that it outlives the operation that set it: a submit sets or clears it, an upgrade and a restore keep it. The
+that it outlives the operation that set it: a submit sets or clears it, an upgrade and a restore keep it, and
+every supervisor or watchdog pass records its own policy there (:func:`align_policy`): one budget, one set of
+limits. The
 keeper (:func:`keep_hot_standby`) launches one when the job runs, wants one and has no live standby; it is
 called after a submit, an upgrade or a restore started the job, and by every watchdog and supervisor pass, so a
 standby that took over or died is replaced there. A standby that keeps dying is relaunched with a doubling
@@ -46,6 +48,14 @@ def set_wish(home: JobHome, wanted: bool | None, policy: Policy | None = None) -
     spec = home.spec()
     spec[SPEC_KEY] = {"policy": asdict(policy or Policy())} if wanted else None
     home.write_spec(spec)
+
+
+def align_policy(home: JobHome, policy: Policy) -> None:
+    """Record ``policy`` with the job's wish (a supervisor's or a watchdog's pass): the hot standby judges a dead
+    driver with the limits of the budget they share, whatever the submit that set the wish gave."""
+    found = wish(home)
+    if found is not None and found.get("policy") != asdict(policy):
+        set_wish(home, True, policy)
 
 
 def wish(home: JobHome) -> dict[str, Any] | None:

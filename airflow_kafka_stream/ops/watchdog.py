@@ -37,7 +37,7 @@ from airflow_kafka_stream.core.watchdog import (
 from airflow_kafka_stream.errors import JobStateError, OperationIncompleteError, WatchdogGaveUp
 from airflow_kafka_stream.ops.guard import GIVE_UP_OPERATION
 from airflow_kafka_stream.ops.health import job_lag
-from airflow_kafka_stream.ops.hot_standby import is_hot, keep_hot_standby
+from airflow_kafka_stream.ops.hot_standby import align_policy, is_hot, keep_hot_standby
 from airflow_kafka_stream.ops.launcher import Launcher
 from airflow_kafka_stream.ops.results import WatchdogResult
 from airflow_kafka_stream.ops.standby import live_standby
@@ -127,6 +127,7 @@ def watch(home: JobHome, kafka_config: Mapping[str, Any] | None, policy: Policy,
     log.info("watchdog %s: %s (%s)", home.url, decision.action, decision.reason)
     if decision.action in (Action.NOTHING, Action.WAIT_BACKOFF):
         if decision.action is Action.NOTHING and not decision.stopped_on_purpose:
+            align_policy(home, policy)
             keep_hot_standby(home, launcher, by=by)  # the job wants one and has none: a failover used it
         return WatchdogResult(decision.action.value, decision.reason, lag)
     if decision.action is Action.GIVE_UP:

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -235,9 +236,10 @@ class Standby:
             return failover.judge_failover(document, stop_requested=self.home.stop_requested(), restarts=restarts,
                                            now=now, policy=policy, processes_gone=gone)
 
-        decision = judged([])  # the history is read only when the driver looks dead
+        decision = judged([])  # the history and job.json are read only when the driver looks dead
         looks_dead = decision.verdict is failover.Verdict.TAKE_OVER
-        if looks_dead:
+        if looks_dead:  # the budget's limits as the supervisor or the watchdog last recorded them with the wish
+            policy = Policy(**((self.home.spec().get("hot_standby") or {}).get("policy") or asdict(policy)))
             decision = judged(restarts_in(self.home.history()))
         if decision.verdict is failover.Verdict.STAND_DOWN:
             raise _Ended(f"stood down: {decision.reason}")

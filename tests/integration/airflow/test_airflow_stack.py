@@ -12,6 +12,8 @@ same stack: a second one would cost its start and its idle CPU for minutes).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -433,8 +435,9 @@ def test_a_killed_driver_is_restarted_by_the_supervisor_a_stopped_job_is_not_and
     """Event-driven recovery: ``stream_supervisor`` is triggered once through the REST API and waits deferred in the
     triggerer. A ``kill -9`` of the driver, with nothing triggered by hand, has the job running again within
     seconds, nothing lost or duplicated; a job stopped with ``stream_stop`` is not restarted (the supervision ends);
-    a job that keeps dying is restarted up to the failure-rate limit (one restart on this stack), then given up on,
-    loudly. Runs after the stack's own job was stopped, on a job of its own, and after the test that wants no
+    a job submitted with a hot standby has its killed driver taken over by the standby within seconds, the next
+    standby launched by the supervisor, and when it keeps dying the failover spends the failure-rate limit (one
+    restart on this stack) and the supervisor gives up on it, loudly, naming the failover. Runs after the stack's own job was stopped, on a job of its own, and after the test that wants no
     failed run: its crash loop fails a supervisor run on purpose."""
     stack = airflow_stack
     topic = create_topic(kafka_bootstrap, unique("af-supervise"), PARTITIONS)
@@ -477,30 +480,54 @@ def test_a_killed_driver_is_restarted_by_the_supervisor_a_stopped_job_is_not_and
     assert len(ids) == len(set(ids)), "a record written twice"
     assert set(ids) == {f"e{i}" for i in range(sent)}, "a record lost"
 
-    # 3. A crash loop: a new submit (a new restart budget), a crash restarted once (the limit), the next one
-    # given up on: the supervisor fails, names the loop, and the job stays down. Nothing is fed any more: the
-    # submit succeeds once the job runs (min_batches 0).
-    assert trigger_run(stack, "stream_submit", {**job, "app_version": "1", "min_batches": 0}, token)["state"] == "success"
+    # 3. A crash loop, with a hot standby: a new submit with the example DAG's Hot standby param (a new restart
+    # budget; the submit launches the standby once the job runs). A kill -9 of the driver alone is taken over by
+    # the standby within seconds (a failover: the one restart this stack's budget allows); the supervisor launches
+    # the next hot standby; the next kill is past the budget: the standby stands down, the supervisor gives up
+    # naming the failover, and the job stays down. Nothing is fed any more: the submit succeeds once the job runs.
+    assert trigger_run(stack, "stream_submit", {**job, "app_version": "1", "min_batches": 0, "hot_standby": True},
+                       token)["state"] == "success"
     supervisor = trigger_run(stack, "stream_supervisor", {"job_home": str(home)}, token, wait=False)["dag_run_id"]
     wait_for(lambda: supervisor_state(stack, supervisor, stack.token()) == "deferred", "the supervisor to defer")
+    standby = ready_hot_standby(home)
     first_pid = status()["pid"]
-    kill(home)
-    wait_for(lambda: status().get("pid") != first_pid and status().get("state") == "RUNNING",
-             "the restart within the limit", RECOVERY_BOUND_SECONDS)
+    killed = kill_driver(first_pid)
+    wait_for(lambda: status().get("pid") == standby["pid"] and status().get("state") == "RUNNING",
+             "the hot standby's takeover", 60)
+    print(f"taken over by the hot standby {time.time() - killed:.1f}s after the kill")
+    assert operations(home).count("failover") == 1 and operations(home).count("watchdog-restart") == 1
     wait_for(lambda: supervisor_state(stack, supervisor, stack.token()) == "deferred", "the supervisor to defer")
-    kill(home)
+    following = ready_hot_standby(home, other_than=standby["pid"])  # the supervisor's pass launched it
+    kill_driver(standby["pid"])
     given_up = stack.wait_for_run("stream_supervisor", supervisor, timeout=120, token=stack.token())
     assert given_up["state"] == "failed", given_up
-    record = JobHome(str(home)).history()[-1]
-    assert record["operation"] == "watchdog-give-up" and "crash loop" in record["error"], record
-    assert "gave up: 1 restart(s) in the last 3600s (1 by the supervisor)" in record["error"], record
-    assert operations(home).count("watchdog-restart") == 2
-    assert {r["args"].get("restarter") for r in JobHome(str(home)).history()
-            if r["operation"] == "watchdog-restart"} == {"supervisor"}
+    record = next(r for r in reversed(JobHome(str(home)).history()) if r["operation"] == "watchdog-give-up")
+    assert "crash loop" in record["error"], record
+    assert "gave up: 1 restart(s) in the last 3600s (1 by the hot standby's failover)" in record["error"], record
+    assert operations(home).count("failover") == 1, "past the budget, the hot standby did not take over"
+    ended = JobHome(str(home)).standby_record()
+    assert (ended["pid"], ended["state"]) == (following["pid"], "ENDED") and "gave up" in ended["error"], ended
     shown = job_status(JobHome(str(home)))
     assert (shown.state, shown.recorded_state) == ("GAVE_UP", "RUNNING"), shown
     time.sleep(5)
-    assert drivers_of(home) == [], "a job given up on stays down"
+    assert drivers_of(home) == [], "a job given up on stays down, its hot standby too"
+
+
+def kill_driver(pid: int) -> float:
+    """``kill -9`` of one driver's process group (spark-submit, its JVM, the Python driver), not its standby's."""
+    killed = time.time()
+    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    return killed
+
+
+def ready_hot_standby(home, other_than: int | None = None) -> dict:
+    """The job's hot standby record once READY (and not ``other_than``'s)."""
+    def ready() -> dict | None:
+        record = JobHome(str(home)).standby_record() or {}
+        return record if record.get("hot") and record.get("state") == "READY" and record.get("pid") != other_than \
+            else None
+
+    return wait_for(ready, "a READY hot standby", 240)
 
 
 def test_no_request_to_the_stack_failed_or_hung(airflow_stack, upgraded):

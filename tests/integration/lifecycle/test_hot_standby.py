@@ -24,15 +24,18 @@ from airflow_kafka_stream.errors import WatchdogGaveUp
 from airflow_kafka_stream.ops.hot_standby import keep_hot_standby, set_wish
 from airflow_kafka_stream.ops.inspect import job_status
 from airflow_kafka_stream.ops.launcher import Submission
+from airflow_kafka_stream.ops.savepoints import restore
 from airflow_kafka_stream.ops.standby import live_standby, wait_ready
 from airflow_kafka_stream.ops.stop import stop_job
 from airflow_kafka_stream.ops.submit import record_submission, replay
+from airflow_kafka_stream.ops.upgrade import upgrade
 from airflow_kafka_stream.ops.watchdog import watch
 from airflow_kafka_stream.storage.jobhome import STANDBY_RECORD
 from airflow_kafka_stream.storage.processes import process_alive
 from tests.integration.airflow.test_airflow_upgrade import output_ids
 from tests.integration.lifecycle.test_runtime_lifecycle import wait_for
 from tests.integration.lifecycle.test_standby import PARTITIONS, RunningJob, fed_and_running
+from tests.integration.lifecycle.test_upgrade_rehearsal import FAST
 from tests.kafka_utils import watermarks
 
 pytestmark = pytest.mark.integration
@@ -114,12 +117,29 @@ def test_a_hot_standby_takes_over_a_killed_and_a_frozen_driver_and_never_a_stopp
         with pytest.raises(WatchdogGaveUp, match="2 by the hot standby's failover"):
             watch(home, None, POLICY, job.launcher(), restarter=SUPERVISOR)
 
-        # 5. Submitted again (a new chapter of the budget), with a hot standby: a graceful stop is never taken
-        #    over; the standby stands down.
+        # 5. Submitted again (a new chapter of the budget), with a hot standby: an upgrade replaces it with its
+        #    own standby and a hot standby of the new version follows; nothing is taken over.
         resumed = replay(home, "1", job.launcher())
         job.first_batch_of(resumed.pid)
         assert keep_hot_standby(home, job.launcher()) is not None
+        ready_hot_standby(job)
+        upgraded = upgrade(home, Submission("2"), job.launcher(), {"bootstrap.servers": kafka_bootstrap}, FAST)
+        assert (upgraded.upgraded, upgraded.version) == (True, "2"), upgraded
+        following = ready_hot_standby(job)
+        assert following.app_version == "2" and home.spec()["version"] == "2"
+        assert len([r for r in home.history() if r["operation"] == FAILOVER_OPERATION]) == 2, "no takeover"
+
+        # 6. A stop with a savepoint and a restore: the hot standby stands down at the stop; the restored job's
+        #    next start gets a hot standby of its version again; a graceful stop is never taken over.
+        stopped = stop_job(home, timeout=60, savepoint=True, poll=0.2)
+        wait_for(lambda: not process_alive(following.pid, following.host), "the hot standby to stand down", 60)
+        restore(home, stopped.savepoint.id)
+        restarted = replay(home, "2", job.launcher())
+        job.first_batch_of(restarted.pid)
+        assert keep_hot_standby(home, job.launcher()) is not None
         fourth = ready_hot_standby(job)
+        assert fourth.app_version == "2"
+        assert all(r["operation"] != "watchdog-restart" for r in home.history())
         sent = job.feeder.stop()
         wanted = {job.topic: {str(p): high for p, (_low, high) in
                               watermarks(job.bootstrap, job.topic, PARTITIONS).items()}}
@@ -128,7 +148,7 @@ def test_a_hot_standby_takes_over_a_killed_and_a_frozen_driver_and_never_a_stopp
         wait_for(lambda: not process_alive(fourth.pid, fourth.host), "the hot standby to stand down", 60)
         record = home.read_control(STANDBY_RECORD)
         assert record["state"] == rules.StandbyState.ENDED and "stopped on purpose" in record["error"], record
-        assert (job.status()["state"], job.status()["pid"]) == ("STOPPED", resumed.pid)
+        assert (job.status()["state"], job.status()["pid"]) == ("STOPPED", restarted.pid)
         assert len([r for r in home.history() if r["operation"] == FAILOVER_OPERATION]) == 2
 
     # Record by record, across the kill, the freeze and the stop: nothing lost, nothing written twice.
