@@ -281,9 +281,6 @@ class StreamRuntime:
             self.takeover.start_ahead(writer)
 
     def _rehearse_writer(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
-        if self.standby.hot:  # the running version itself: reading through its source proves it can take over
-            self.takeover.warm_up()
-            return
         if getattr(writer, "_df", None) is None:
             log.warning("job %s: the writer has no DataFrame to rehearse (not a classic DataStreamWriter); "
                         "rehearsing the source alone", self.config.job_name)

@@ -122,8 +122,6 @@ class Takeover:
         """
         self._read_home()
         self.standby.note_rehearsal({"verdict": "not rehearsed", "reason": (
-            "a hot standby runs the job's own version: it reads through its source, its query needs no rehearsal"
-            if self.standby.hot else
             "the job read runtime.generation (or the source options) before it built its query, so its standby "
             "had to wait for the go first; read it inside the batch function to have the query rehearsed")})
         self._rehearse_source()
