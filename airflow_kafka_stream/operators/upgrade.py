@@ -35,6 +35,7 @@ from airflow.sdk import BaseOperator, Context, TaskGroup, TriggerRule
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_kafka_stream.core.values import flag
+from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
 from airflow_kafka_stream.operators import stream_stats
@@ -46,6 +47,7 @@ from airflow_kafka_stream.operators.standby import (
 )
 from airflow_kafka_stream.operators.stop import StreamStopOperator
 from airflow_kafka_stream.operators.submit import StreamSubmitOperator
+from airflow_kafka_stream.ops.hot_standby import keep_hot_standby, wish
 from airflow_kafka_stream.ops.results import StandbyHandle, StopResult
 from airflow_kafka_stream.ops.upgrade import decide_outcome, pin_reason, savepoint_of
 from airflow_kafka_stream.ops.upgrade_options import DEFAULTS as UPGRADE
@@ -53,6 +55,9 @@ from airflow_kafka_stream.ops.upgrade_options import stop_poll_seconds
 from airflow_kafka_stream.ops.upgrade_phases import FORWARD, ROLLBACK, UpgradePhase
 from airflow_kafka_stream.sensors.health import StreamJobHealthSensor
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
+
+# Lazy imports: hooks.spark_driver (the Spark provider's SparkSubmitHook) waits for an outcome task that launches a
+# hot standby, so a DAG file's parse does not load it.
 
 # Task ids are the phases' own names (ops.upgrade_phases): the grid shows the phases the command line announces.
 STANDBY, STOP, RESTORE, SUBMIT, HEALTH = (phase.value for phase in FORWARD)
@@ -97,9 +102,12 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
     template_fields: Sequence[str] = ("job_home", "new_version", "rollback")
 
     def __init__(self, *, job_home: str, new_version: str, group_id: str, storage_conn_id: str | None = None,
-                 rollback: bool | str = True, **kwargs: Any) -> None:
+                 rollback: bool | str = True, spark_conn_id: str = "spark_default",
+                 kafka_conn_id: str = "kafka_default", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rollback = rollback
+        self.spark_conn_id = spark_conn_id
+        self.kafka_conn_id = kafka_conn_id
         self.job_home = job_home
         self.new_version = new_version
         self.group_id = group_id
@@ -114,11 +122,33 @@ class UpgradeOutcomeOperator(JobHomeTask, BaseOperator):
         if rolled_back:
             stream_stats.incr(stream_stats.UPGRADE_ROLLBACKS, home.spec().get("job"))
         standby = self._pull(context, STANDBY)
-        outcome = decide_outcome(home, self.new_version, stop_result_of(self._pull(context, STOP)),
-                                 self._pull(context, HEALTH), rolled_back, flag(self.rollback, "rollback"),
-                                 standby=StandbyHandle.of(standby) if standby else None)
+        try:
+            outcome = decide_outcome(home, self.new_version, stop_result_of(self._pull(context, STOP)),
+                                     self._pull(context, HEALTH), rolled_back, flag(self.rollback, "rollback"),
+                                     standby=StandbyHandle.of(standby) if standby else None)
+        finally:  # whichever version runs now (the new one, or the old one rolled back) gets the job's hot standby
+            self._keep_hot_standby(home)
         stream_stats.upgrade_emitted(home)
         return outcome.to_dict()
+
+    def _keep_hot_standby(self, home) -> None:
+        """The hot standby the job wants (``ops.hot_standby``), of the version that runs after the upgrade; a
+        launch that fails is said here and left to the next supervisor or watchdog pass."""
+        from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
+
+        if wish(home) is None:
+            return
+        hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
+        try:
+            launched = keep_hot_standby(home, AirflowSparkLauncher(self.job_home, self.spark_conn_id,
+                                                                   hook.driver_kafka_config(), hook.storage_options()))
+        except StreamError as exc:
+            self.log.error("job %s: the hot standby of the version that runs now was not launched (the next "
+                           "supervisor or watchdog pass launches it): %s", self.job_home, exc)
+            return
+        if launched is not None:
+            self.log.info("job %s: hot standby of version %s launched (pid %s)", self.job_home, launched.app_version,
+                          launched.pid)
 
 
 def stream_upgrade_task_group(
@@ -211,7 +241,8 @@ def stream_upgrade_task_group(
             poke_interval=poll_seconds, timeout_seconds=health_timeout_seconds, deferrable=deferrable, mode="poke", **common)
         submit >> health
         outcome = UpgradeOutcomeOperator(task_id=UpgradePhase.OUTCOME.value, new_version=new_version, group_id=group_id,
-                                         rollback=rollback, trigger_rule=TriggerRule.ALL_DONE, **common)
+                                         rollback=rollback, trigger_rule=TriggerRule.ALL_DONE, spark_conn_id=spark_conn_id,
+                                         kafka_conn_id=kafka_conn_id, **common)
         health >> outcome
         if rollback is not False:
             stop_new = RollbackStopOperator(
