@@ -65,7 +65,7 @@ atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 #: Test modules that take minutes on two cores, longest first. The suite runs on two pytest-xdist workers, a
 #: module at a time each (``--dist loadfile``); starting these first keeps one of them from running alone at the
 #: end while the other worker idles.
-SLOW_MODULES_FIRST = ("test_bench_smoke_lifecycle", "test_cluster_job", "test_airflow_upgrade", "test_front_ends_agree", "test_airflow_stack", "test_standby",
+SLOW_MODULES_FIRST = ("test_bench_smoke_lifecycle", "test_cluster_job", "test_airflow_upgrade", "test_front_ends_agree", "test_airflow_stack", "test_standby", "test_hot_standby",
                       "test_airflow_watchdog", "test_exactly_once", "test_example_pipeline_ops",
                       "test_airflow_job_ops", "test_big_partitions", "test_bench_smoke", "test_broker_failover",
                       "test_health_gate", "test_spark_kafka_lifecycle", "test_reset_oracle")
