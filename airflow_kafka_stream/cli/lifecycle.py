@@ -182,15 +182,20 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     kafka = kafka_settings(args, home)
     submission = _recorded(home, args) if args.from_submission else submission_from(args, home, kafka)
     launcher = launcher_from(args, home, kafka)
-    hot_standby.set_wish(home, args.hot_standby)
-    if args.hot_standby is False:
-        hot_standby.end_hot_standby(home, "the job was submitted with --no-hot-standby")
+
+    def launched(result) -> None:  # the wish is recorded once the submit is accepted, before the driver takes
+        hot_standby.set_wish(home, args.hot_standby)
+        if args.hot_standby is False:
+            hot_standby.end_hot_standby(home, "the job was submitted with --no-hot-standby")
+
     if args.no_wait:
         result = submit.submit(home, submission, launcher)
+        launched(result)
         emit(args, result.to_dict(), _submitted_text(result))
         return EXIT_OK
     result, running = submit.submit_and_wait(home, submission, launcher, min_batches=args.min_batches,
-                                             timeout=args.timeout, secrets=secret_values(kafka))
+                                             timeout=args.timeout, secrets=secret_values(kafka),
+                                             on_submitted=launched)
     standby = hot_standby.keep_hot_standby(home, launcher)
     emit(args, {**result.to_dict(), "job": running, "hot_standby": standby.to_dict() if standby else None},
          _submitted_text(result) + f"\nversion {result.app_version} is RUNNING: generation "

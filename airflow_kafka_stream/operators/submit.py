@@ -149,9 +149,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
         self._check_min_batches()
         home, submission, launcher = self._launch_plan()
-        if not self.starts_a_new_version:  # an upgrade's standby or check keeps the job's wish as it is
-            set_wish(home, self._hot_standby())
+        wanted = self._hot_standby()  # bad input is refused before the submit
         result = submit(home, submission, launcher)
+        if not self.starts_a_new_version:  # an upgrade's standby or check keeps the job's wish as it is
+            set_wish(home, wanted)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
                       result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
         return self._watch(context, result.to_dict())
