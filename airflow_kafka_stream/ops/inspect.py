@@ -128,8 +128,12 @@ def shown_standby(home: JobHome, now: datetime, running: bool) -> dict[str, Any]
                 "hot": is_hot(record), "note": record.get("note")}
     if wish(home) is None or not running:
         return None
-    last = (f"the last one (pid {record.get('pid')}) is {record.get('state')}: {record.get('error') or 'no reason'}"
-            if record else "none was launched yet")
+    if not record:
+        last = "none was launched yet"
+    elif record.get("state") == "ACTIVE":
+        last = f"the last one (pid {record.get('pid')}) took the job over at {record.get('ended_at')}"
+    else:
+        last = f"the last one (pid {record.get('pid')}) is {record.get('state')}: {record.get('error') or 'no reason'}"
     return {"state": "NONE", "version": None, "pid": None, "host": None, "launched_at": None, "hot": True,
             "note": f"the job wants a hot standby and has none live; {last} (the next supervisor or watchdog pass "
                     "launches one)"}
