@@ -25,6 +25,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["airflow_kafka_stream", "airflow_kafka_stream.*"]),
     include_package_data=True,
+    package_data={"airflow_kafka_stream.monitoring": ["alerts.yml", "dashboard.json"]},
     ext_modules=[KAFKA_ARROW],
     install_requires=[
         "apache-airflow>=3.3",

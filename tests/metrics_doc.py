@@ -8,8 +8,13 @@ Prometheus server, so a metric that is documented but never exported, or exporte
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+
+import yaml
+
+from airflow_kafka_stream.monitoring import ALERT_RULES, DASHBOARD
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 HEADER = "| metric (OpenTelemetry) | Prometheus |"
@@ -42,7 +47,13 @@ def documented_queries() -> list[str]:
     return [line.strip() for line in _block("promql") if line.strip() and not line.lstrip().startswith("#")]
 
 
-def documented_alert_expressions() -> list[str]:
-    """The ``expr:`` of every alert rule the docs give."""
-    lines = DOC.read_text(encoding="utf-8").splitlines()
-    return [line.split("expr:", 1)[1].strip() for line in lines if line.strip().startswith("expr:")]
+def shipped_alert_expressions() -> list[str]:
+    """The ``expr`` of every alerting rule the package ships (airflow_kafka_stream/monitoring/alerts.yml)."""
+    return [rule["expr"] for rule in yaml.safe_load(ALERT_RULES.read_text())["groups"][0]["rules"]]
+
+
+def dashboard_queries() -> list[str]:
+    """The PromQL of the shipped Grafana dashboard's panels and of its job variable."""
+    board = json.loads(DASHBOARD.read_text())
+    queries = [target["expr"] for panel in board["panels"] for target in panel["targets"]]
+    return queries + [variable["definition"] for variable in board["templating"]["list"] if variable.get("definition")]

@@ -27,7 +27,7 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.integration.cli_helpers import CONSOLE_SCRIPT, file_tree, write_job_json
 from tests.integration.lifecycle.test_exactly_once import PARTITIONS, Pipeline, end_offsets, events, pipelines  # noqa: F401
 from tests.kafka_utils import create_topic, produce, unique
-from tests.metrics_doc import documented_alert_expressions, documented_metrics, documented_queries
+from tests.metrics_doc import dashboard_queries, documented_metrics, documented_queries, shipped_alert_expressions
 from tests.otlp_receiver import OtlpReceiver
 from tests.prometheus_server import PrometheusServer
 
@@ -117,7 +117,7 @@ def test_every_documented_metric_reaches_otlp_and_prometheus_without_secrets(kaf
 def scraped_by_prometheus(port: int, documented: dict[str, str]) -> None:
     """Prometheus scrapes the driver as the scrape job ``kafka-stream-drivers``: each documented metric and
     each documented panel query has series labelled ``stream_job="home"`` (the job's name, not renamed to
-    ``exported_job``, not the scrape job's), and every documented alert expression is valid PromQL."""
+    ``exported_job``, not the scrape job's), every shipped alert expression is valid PromQL and every query of the shipped dashboard finds the job's series."""
     prometheus = PrometheusServer([f"127.0.0.1:{port}"])
     try:
         def of_the_job(series: list[dict]) -> bool:
@@ -130,8 +130,11 @@ def scraped_by_prometheus(port: int, documented: dict[str, str]) -> None:
                        for s in series), series
         for expression in documented_queries():
             prometheus.wait_for(expression, of_the_job, timeout=15)
-        for expression in documented_alert_expressions():
+        for expression in shipped_alert_expressions():
             prometheus.query(expression)  # valid PromQL (an alert that does not fire has no series)
+        for expression in dashboard_queries():
+            if not expression.startswith("label_values"):  # a Grafana function, not PromQL
+                prometheus.wait_for(expression.replace("$stream_job", "home"), of_the_job, timeout=15)
         lag = prometheus.query(documented_queries()[0])
         assert {s["metric"]["partition"] for s in lag} == {str(p) for p in range(PARTITIONS)}, lag
     finally:
