@@ -183,19 +183,19 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     submission = _recorded(home, args) if args.from_submission else submission_from(args, home, kafka)
     launcher = launcher_from(args, home, kafka)
 
-    def launched(result) -> None:  # the wish is recorded once the submit is accepted, before the driver takes
+    def record_wish() -> None:  # once the submit was accepted (a refused one changes nothing)
         hot_standby.set_wish(home, args.hot_standby)
         if args.hot_standby is False:
             hot_standby.end_hot_standby(home, "the job was submitted with --no-hot-standby")
 
     if args.no_wait:
         result = submit.submit(home, submission, launcher)
-        launched(result)
+        record_wish()
         emit(args, result.to_dict(), _submitted_text(result))
         return EXIT_OK
     result, running = submit.submit_and_wait(home, submission, launcher, min_batches=args.min_batches,
-                                             timeout=args.timeout, secrets=secret_values(kafka),
-                                             on_submitted=launched)
+                                             timeout=args.timeout, secrets=secret_values(kafka))
+    record_wish()  # the driver has written job.json by now: the two writes cannot cross
     standby = hot_standby.keep_hot_standby(home, launcher)
     emit(args, {**result.to_dict(), "job": running, "hot_standby": standby.to_dict() if standby else None},
          _submitted_text(result) + f"\nversion {result.app_version} is RUNNING: generation "

@@ -149,10 +149,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
         self._check_min_batches()
         home, submission, launcher = self._launch_plan()
-        wanted = self._hot_standby()  # bad input is refused before the submit
+        self._hot_standby()  # bad input is refused before the submit
         result = submit(home, submission, launcher)
-        if not self.starts_a_new_version:  # an upgrade's standby or check keeps the job's wish as it is
-            set_wish(home, wanted)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,
                       result.reason, f"; driver pid {result.pid}, log {result.driver_log}" if result.pid else "")
         return self._watch(context, result.to_dict())
@@ -228,9 +226,11 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         return result
 
     def _keep_hot_standby(self, home) -> None:
-        """The job's hot standby, when it wants one (``ops.hot_standby``), or its end when this submit said no."""
+        """Record this submit's wish (once the driver runs: it wrote job.json at its start, so the two writes
+        cannot cross), then the job's hot standby when it wants one (``ops.hot_standby``), or its end."""
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
 
+        set_wish(home, self._hot_standby())
         if self._hot_standby() is False:
             end_hot_standby(home, "the job was submitted with hot_standby=False")
             return

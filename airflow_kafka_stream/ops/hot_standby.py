@@ -46,7 +46,10 @@ def set_wish(home: JobHome, wanted: bool | None, policy: Policy | None = None) -
     if wanted is None:
         return
     spec = home.spec()
-    spec[SPEC_KEY] = {"policy": asdict(policy or Policy())} if wanted else None
+    value = {"policy": asdict(policy or Policy())} if wanted else None
+    if spec.get(SPEC_KEY) == value:
+        return  # nothing to change: job.json is not written (its driver may be writing it)
+    spec[SPEC_KEY] = value
     home.write_spec(spec)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -167,13 +167,9 @@ def conclude_start(home: JobHome, submitted: SubmitResult, event: Mapping[str, A
 
 def submit_and_wait(home: JobHome, submission: Submission, launcher: Launcher, *, min_batches: int = 1,
                     timeout: float = 600.0, poll: float = 1.0, secrets: list[str] | None = None,
-                    by: str | None = None, cause: str | None = None,
-                    on_submitted: Callable[[SubmitResult], None] | None = None) -> tuple[SubmitResult, dict[str, Any]]:
-    """The whole submit in this process: launch (or find the driver that is there), wait until it runs.
-    ``on_submitted`` hears the submit's result before the wait (what the caller records once it is accepted)."""
+                    by: str | None = None, cause: str | None = None) -> tuple[SubmitResult, dict[str, Any]]:
+    """The whole submit in this process: launch (or find the driver that is there), wait until it runs."""
     submitted = submit(home, submission, launcher, by=by, cause=cause)
-    if on_submitted is not None:
-        on_submitted(submitted)
     event = wait(lambda: look_started(home, submitted, min_batches), timeout, poll)
     return submitted, conclude_start(home, submitted, event, secrets)
 
