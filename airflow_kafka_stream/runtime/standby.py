@@ -43,7 +43,7 @@ from airflow_kafka_stream.runtime.session import ExecutorGrace, is_local
 from airflow_kafka_stream.storage import status as st
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.operation import recorded_operation
-from airflow_kafka_stream.storage.processes import driver_gone, process_alive
+from airflow_kafka_stream.storage.processes import driver_gone, end_process, process_alive
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +252,9 @@ class Standby:
                     self._doc["note"] = note
             return None
         assert document is not None  # a job that never reported is not dead
+        if gone is False:  # frozen on this host: it would resume mid-write, so it is ended before the take
+            for pid in (document.pid, document.jvm_pid):
+                end_process(pid, document.host, grace_seconds=0.0, group=False)
         self.failover = {"reason": decision.reason, "decided_at": now.isoformat(), "dead_pid": document.pid,
                          "dead_host": document.host, "dead_heartbeat_epoch": document.heartbeat_epoch,
                          "dead_state": document.state_text, "restart_policy": dict(self._doc["hot"].get("policy", {}))}
