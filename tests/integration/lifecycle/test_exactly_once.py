@@ -47,7 +47,7 @@ class Pipeline:
         self.log_path = tmp / f"driver-{time.monotonic_ns()}.log"
         args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", home_url or str(self.home),
                 "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--output", str(self.output),
-                "--heartbeat-seconds", "1", "--cores", "2", *extra]
+                "--heartbeat-seconds", "2", "--cores", "2", *extra]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
