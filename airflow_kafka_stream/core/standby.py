@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_kafka_stream.core.liveness import Heartbeat, heartbeat_age, is_stale
+from airflow_kafka_stream.core.watchdog import Policy
 
 
 class StandbyState(enum.StrEnum):
@@ -56,6 +57,21 @@ STALE_FLOOR_SECONDS = 10.0
 
 #: Set in a driver's environment (to the token the control plane wrote) to start it as a standby.
 STANDBY_ENV = "AIRFLOW_KAFKA_STREAM_STANDBY"
+
+
+#: job.json's key for the job's wish of a hot standby (``ops.hot_standby``): ``{"policy": {...}}`` or null.
+HOT_STANDBY_SPEC_KEY = "hot_standby"
+
+
+def is_hot(record: Mapping[str, Any] | None) -> bool:
+    """Whether a standby record is a hot standby's (an upgrade's standby has no ``hot``)."""
+    return bool(record) and isinstance(record.get("hot"), Mapping)
+
+
+def hot_policy(found: Mapping[str, Any] | None) -> Policy:
+    """The restart policy a hot standby judges the driver by, from its record's ``hot`` or the job's wish
+    (``{"policy": {...}}``); the watchdog's defaults where none is given."""
+    return Policy(**((found or {}).get("policy") or {}))
 
 
 class Readiness(enum.StrEnum):

@@ -230,8 +230,9 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         cannot cross), then the job's hot standby when it wants one (``ops.hot_standby``), or its end."""
         from airflow_kafka_stream.hooks.spark_driver import AirflowSparkLauncher
 
-        set_wish(home, self._hot_standby())
-        if self._hot_standby() is False:
+        wanted = self._hot_standby()
+        set_wish(home, wanted)
+        if wanted is False:
             end_hot_standby(home, "the job was submitted with hot_standby=False")
             return
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)

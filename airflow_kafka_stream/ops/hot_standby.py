@@ -4,9 +4,8 @@ when its driver dies (``core.failover``; the driver side is ``runtime/standby.py
 The wish is the job's, recorded in job.json (``hot_standby``: the restart policy the standby judges with), so
 that it outlives the operation that set it: a submit sets or clears it, an upgrade and a restore keep it, and
 every supervisor or watchdog pass records its own policy there (:func:`align_policy`): one budget, one set of
-limits. The
-keeper (:func:`keep_hot_standby`) launches one when the job runs, wants one and has no live standby; it is
-called after a submit, an upgrade or a restore started the job, and by every watchdog and supervisor pass, so a
+limits. The keeper (:func:`keep_hot_standby`) launches one when the job runs, wants one and has no live
+standby; it is called after a submit, an upgrade or a restore started the job, and by every watchdog and supervisor pass, so a
 standby that took over or died is replaced there. A standby that keeps dying is relaunched with a doubling
 backoff and not beyond a limit (``core.failover.relaunch_due``).
 
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.failover import FAILOVER_OPERATION, Relaunch, relaunch_due
+from airflow_kafka_stream.core.standby import HOT_STANDBY_SPEC_KEY, is_hot  # noqa: F401 - is_hot: importable here
 from airflow_kafka_stream.core.watchdog import DELIBERATE, Policy
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.launcher import Launcher
@@ -33,8 +33,8 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 
 log = logging.getLogger(__name__)
 
-#: job.json's key for the wish, and the history record of each launch.
-SPEC_KEY = "hot_standby"
+#: job.json's key for the wish (``core.standby``), and the history record of each launch.
+SPEC_KEY = HOT_STANDBY_SPEC_KEY
 LAUNCH_OPERATION = "hot-standby-launch"
 #: Operations after which the launches are counted afresh (a takeover served; a deliberate change).
 _FRESH_START = (FAILOVER_OPERATION, "upgrade", *DELIBERATE)
@@ -65,11 +65,6 @@ def wish(home: JobHome) -> dict[str, Any] | None:
     """The job's wish (``{"policy": {...}}``), None when it wants no hot standby."""
     found = home.spec().get(SPEC_KEY)
     return dict(found) if isinstance(found, Mapping) else None
-
-
-def is_hot(record: Mapping[str, Any] | None) -> bool:
-    """Whether a standby record is a hot standby's (an upgrade's standby has no ``hot``)."""
-    return bool(record) and isinstance(record.get("hot"), Mapping)
 
 
 def launches_since_fresh_start(home: JobHome) -> list[datetime]:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.failover import FAILOVER_GRACE_SECONDS
-from airflow_kafka_stream.core.standby import StandbyState
+from airflow_kafka_stream.core.standby import StandbyState, hot_policy
 from airflow_kafka_stream.core.status_document import StatusDocument
 from airflow_kafka_stream.core.submit_rules import launch_pending
 from airflow_kafka_stream.core.watchdog import (
@@ -83,7 +83,7 @@ def failover_pending(home: JobHome, status: StatusDocument | None, now: datetime
     state = record.get("state")
     if state == StandbyState.TAKING_OVER:
         return f"the hot standby (pid {record.get('pid')}) is taking the job over"
-    floor = Policy(**record["hot"].get("policy", {})).max_heartbeat_age
+    floor = hot_policy(record["hot"]).max_heartbeat_age
     if state != StandbyState.READY or observe_liveness(status, now, floor).alive:
         return None
     age = status.heartbeat_age(now)

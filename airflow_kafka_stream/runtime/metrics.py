@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
 from airflow_kafka_stream.core.metrics_settings import CONSOLE, OTLP, PROMETHEUS, MetricsSettings, read_settings
-from airflow_kafka_stream.core.standby import StandbyState, is_live
+from airflow_kafka_stream.core.standby import StandbyState, is_hot, is_live
 from airflow_kafka_stream.runtime.metric_values import (
     METRICS,
     BatchFigures,
@@ -357,7 +357,7 @@ class RuntimeMetrics:
 
     def _look_up_hot_standby(self) -> bool:
         record = self.home.standby_record()
-        return (bool(record) and isinstance(record.get("hot"), Mapping) and record.get("state") == StandbyState.READY
+        return (is_hot(record) and record.get("state") == StandbyState.READY
                 and is_live(record, None, datetime.now(UTC)))
 
     def _look_up_newest_savepoint(self) -> float | None:

@@ -37,7 +37,7 @@ from airflow_kafka_stream.core import failover
 from airflow_kafka_stream.core import standby as rules
 from airflow_kafka_stream.core.standby import STANDBY_ENV
 from airflow_kafka_stream.core.status_document import StatusDocument
-from airflow_kafka_stream.core.watchdog import Policy, restarts_in
+from airflow_kafka_stream.core.watchdog import restarts_in
 from airflow_kafka_stream.errors import JobStateError
 from airflow_kafka_stream.runtime.session import ExecutorGrace, is_local
 from airflow_kafka_stream.storage import status as st
@@ -109,7 +109,7 @@ class Standby:
     @property
     def hot(self) -> bool:
         """A hot standby of the running version (not an upgrade's): it takes over when the driver dies."""
-        return isinstance(self._doc.get("hot"), Mapping)
+        return rules.is_hot(self._doc)
 
     @property
     def wait_seconds(self) -> float:
@@ -227,7 +227,7 @@ class Standby:
     def _look_for_failover(self) -> dict[str, Any] | None:
         """One look of a hot standby at the job (``core.failover``): its own go when the driver is dead and the
         budget allows; raises (the standby ends) when the job was stopped on purpose or recovery gave up."""
-        policy = Policy(**self._doc["hot"].get("policy", {}))
+        policy = rules.hot_policy(self._doc["hot"])
         now = utc_now()
         document = self.home.status_document()
         gone = driver_gone(document)
@@ -239,7 +239,7 @@ class Standby:
         decision = judged([])  # the history and job.json are read only when the driver looks dead
         looks_dead = decision.verdict is failover.Verdict.TAKE_OVER
         if looks_dead:  # the budget's limits as the supervisor or the watchdog last recorded them with the wish
-            policy = Policy(**((self.home.spec().get("hot_standby") or {}).get("policy") or asdict(policy)))
+            policy = rules.hot_policy(self.home.spec().get(rules.HOT_STANDBY_SPEC_KEY) or self._doc["hot"])
             decision = judged(restarts_in(self.home.history()))
         if decision.verdict is failover.Verdict.STAND_DOWN:
             raise _Ended(f"stood down: {decision.reason}")
@@ -257,7 +257,7 @@ class Standby:
                 end_process(pid, document.host, grace_seconds=0.0, group=False)
         self.failover = {"reason": decision.reason, "decided_at": now.isoformat(), "dead_pid": document.pid,
                          "dead_host": document.host, "dead_heartbeat_epoch": document.heartbeat_epoch,
-                         "dead_state": document.state_text, "restart_policy": dict(self._doc["hot"].get("policy", {}))}
+                         "dead_state": document.state_text, "restart_policy": asdict(policy)}
         log.warning("hot standby of %s: %s; taking the job over", self.home.url, decision.reason)
         return {"token": self.token, "action": rules.GO, "by": failover.FAILOVER, "at": now.isoformat()}
 
