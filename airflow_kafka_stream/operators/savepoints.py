@@ -69,7 +69,8 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
 
     :param job_home: the job's home directory (path or URL). Templated.
     :param savepoint_id: the savepoint, or ``latest`` (the newest). Templated.
-    :param drop_state: seed a fresh checkpoint with the savepoint's offsets, dropping operator state.
+    :param drop_state: seed a fresh checkpoint with the savepoint's offsets, dropping operator state. Templated
+        (``"true"``/``"false"``).
     :param allow_sink_batch_log: proceed although a file sink logged the batch ids the generation will write.
     :param sink_kind: ``file``, ``idempotent`` or ``none``, over the sink job.json records (see core.sink).
     :param sink_path: the file sink's output directory, over the one job.json records.
@@ -79,9 +80,9 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
     :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
     """
 
-    template_fields: Sequence[str] = ("job_home", "savepoint_id", "enabled")
+    template_fields: Sequence[str] = ("job_home", "savepoint_id", "enabled", "drop_state")
 
-    def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool = False,
+    def __init__(self, *, job_home: str, savepoint_id: str = LATEST, drop_state: bool | str = False,
                  allow_sink_batch_log: bool = False, storage_conn_id: str | None = None,
                  enabled: bool | str = True, sink_kind: str | None = None, sink_path: str | None = None,
                  kafka_conn_id: str | None = None, **kwargs: Any) -> None:
@@ -103,10 +104,11 @@ class StreamRestoreOperator(JobHomeTask, BaseOperator):
 
         if not flag(self.enabled, "enabled"):
             raise AirflowSkipException("switched off for this run")
+        drop_state = flag(self.drop_state, "drop_state")  # rendered from a param, "False" must not read as true
         hook = StreamJobHook(self.job_home, self.kafka_conn_id, self.storage_conn_id)
         home = hook.home()
         ctx = hook.context(sink_kind=self.sink_kind, sink_path=self.sink_path) if self.kafka_conn_id else None
-        result = restore(home, resolve_id(home, self.savepoint_id), drop_state=self.drop_state,
+        result = restore(home, resolve_id(home, self.savepoint_id), drop_state=drop_state,
                          allow_sink_batch_log=self.allow_sink_batch_log, sink_kind=self.sink_kind,
                          sink_path=self.sink_path, kafka_config=ctx.kafka_config if ctx else None,
                          group=ctx.group if ctx else None)

@@ -47,7 +47,7 @@ class StreamStandbyOperator(StreamSubmitOperator):
     :param rehearsal_timeout_seconds: how long the rehearsal may run before it is ended and reported as such.
     """
 
-    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "enabled", "drop_state")
+    template_fields: Sequence[str] = (*StreamSubmitOperator.template_fields, "drop_state")
     starts_a_new_version = True
 
     def __init__(self, *, enabled: bool | str = True,

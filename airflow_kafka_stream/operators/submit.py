@@ -7,12 +7,13 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.kafka_connector import KafkaConnector
 from airflow_kafka_stream.core.redaction import secret_values
 from airflow_kafka_stream.core.spark_kafka_options import check_source_format
-from airflow_kafka_stream.core.values import seconds
+from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
@@ -66,7 +67,8 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         handover is healthy within seconds; default: ``[airflow_kafka_stream] defer_after_seconds``, else 30;
         0 defers after one look).
     :param from_submission: start ``app_version`` exactly as it was last submitted to this job home
-        (application, arguments, Spark settings recorded under ``submissions/``): a rollback or a restart.
+        (application, arguments, Spark settings recorded under ``submissions/``): a rollback or a restart. An
+        empty ``app_version`` then starts the version the job ran last.
     :param executor_environment: the executors' Python environment on a cluster: ``packed`` (this environment
         packed and shipped with ``--archives``), the path or URL of such an archive, or
         ``python:/path/bin/python`` (installed at that path on every node). Default: Airflow's
@@ -83,11 +85,12 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     :param hot_standby: keep a hot standby of the running version beside the job, which takes the job over
         within seconds when its driver dies (docs/standby.md); False ends it; None (default) keeps the job's
         setting. Templated (``"true"``, ``"false"``, ``""``).
+    :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
                                       "group", "output_path", "starting_offsets", "spark_conf", "min_batches", "source",
-                       "hot_standby")
+                                      "hot_standby", "enabled")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
     #: Whether this task starts a new version of a job that runs (an upgrade's, a standby's, a check's): what it
     #: does not give then comes from the running version's submission (``ops.submission_plan``).
@@ -103,8 +106,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
                  from_submission: bool = False, executor_environment: str | None = None,
                  deploy_mode: str | None = None, job_home_shared: bool = False,
                  defer_after_seconds: float | None = None, kafka_connector: str | None = None,
-                 source: str | None = None, hot_standby: bool | str | None = None, **kwargs: Any) -> None:
+                 source: str | None = None, hot_standby: bool | str | None = None, enabled: bool | str = True,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.enabled = enabled
         self.source = source
         self.hot_standby = hot_standby
         self.kafka_connector = KafkaConnector.of(kafka_connector).value if kafka_connector else None
@@ -146,9 +151,11 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
 
     # -- starting ------------------------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
-
+        if not flag(self.enabled, "enabled"):
+            raise AirflowSkipException("switched off for this run")
         self._check_min_batches()
         home, submission, launcher = self._launch_plan()
+        self.app_version = submission.app_version  # from_submission with none given: the version the job ran last
         self._hot_standby()  # bad input is refused before the submit
         result = submit(home, submission, launcher)
         self.log.info("submit %s version %s: %s (%s)%s", self.job_home, self.app_version, result.action,

@@ -62,7 +62,13 @@ def driver_log_path(home: JobHome, now: datetime, prefix: str = "driver") -> str
 
 
 def recorded_submission(home: JobHome, app_version: str) -> Submission:
-    """How ``app_version`` was last submitted (application, arguments, settings; never a secret)."""
+    """How ``app_version`` was last submitted (application, arguments, settings; never a secret); an empty
+    ``app_version`` is the version the job ran last (job.json's), for a restart as it was."""
+    if not str(app_version or "").strip():
+        app_version = (home.spec() or {}).get("version") or ""
+        if not app_version:
+            raise JobStateError(f"job {home.url} records no version it ran; give the version to start",
+                                setting="app_version")
     found = home.submission(str(app_version))
     if found is None:
         raise JobStateError(f"job {home.url} has no recorded submission of version {app_version}; submit that "
