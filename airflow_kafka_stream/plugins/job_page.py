@@ -45,7 +45,10 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy import select
 
-from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.core.redaction import redact_text, secret_values
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.plugins.actions_html import refreshing, reset_confirmation
+from airflow_kafka_stream.plugins.job_actions import ACTION_DAGS, ACTIONS, Action, ResetChoice, run_outcome
 from airflow_kafka_stream.plugins.job_page_html import page
 from airflow_kafka_stream.plugins.job_view import job_view
 from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
@@ -57,8 +60,13 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 SECTION = "airflow_kafka_stream"
 TAG = "airflow-kafka-stream"
 URL_PREFIX = "/stream-jobs"
-#: How many recent runs of the tagged DAGs are searched for job homes.
+#: How many recent runs of the tagged DAGs are searched for job homes (and of the action DAGs for a job's runs).
 RECENT_RUNS = 200
+#: How many of a job's runs of the action DAGs the page shows, and how often it reloads while one goes on.
+RUNS_SHOWN = 8
+REFRESH_SECONDS = 5
+#: The signed-in Airflow user of a request (Airflow's own dependency).
+SIGNED_IN = Depends(get_user)
 
 
 def _setting(key: str, default: str | None) -> str | None:
@@ -146,20 +154,34 @@ def create_app() -> FastAPI:
                   dependencies=[_authorized()])
 
     @app.get("/", response_class=HTMLResponse)
-    def job_page(dag_id: str | None = Query(None), home: str | None = Query(None)) -> str:
+    def job_page(dag_id: str | None = Query(None), home: str | None = Query(None), user: Any = SIGNED_IN) -> str:
         homes = _pick(known_homes(dag_id), home)
         intro = (f"Job homes of the runs of {dag_id}." if dag_id else
                  "Every job home this Airflow knows: configured, and named by the example DAGs' runs.")
-        return page("Stream jobs", [_view(h) for h in homes], intro, tz=ui_timezone())
-
-    signed_in = Depends(get_user)
+        allowed = allowed_actions(user)
+        views = [{**view, "operate": {"allowed": allowed, "runs": job_runs(view["job_home"], view.get("history"))}}
+                 for view in map(_view, homes)]
+        active = any(refreshing(view["operate"]["runs"]) for view in views)
+        return page("Stream jobs", views, intro, tz=ui_timezone(), refresh_seconds=REFRESH_SECONDS if active else None)
 
     @app.post("/savepoint", dependencies=[_may_run(SAVEPOINT_DAG)])
-    def take_savepoint(request: Request, home: str = Query(...), user: Any = signed_in) -> RedirectResponse:
+    def take_savepoint(request: Request, home: str = Query(...), user: Any = SIGNED_IN) -> RedirectResponse:
         _same_origin(request)
         _pick(known_homes(), home)
         run_id = _trigger(SAVEPOINT_DAG, {"job_home": home}, user.get_name())
         return RedirectResponse(f"../dags/{SAVEPOINT_DAG}/runs/{quote(run_id, safe='')}", status_code=303)
+
+    for action in ACTIONS.values():
+        if action.name != "savepoint":
+            app.post(f"/{action.name}", dependencies=[_may_run(action.dag_id)])(_action_route(action))
+
+    @app.post("/reset-plan", response_class=HTMLResponse, dependencies=[_may_run(ACTIONS["reset"].dag_id)])
+    async def plan_reset(request: Request, home: str = Query(...)) -> str:
+        """The dry run's plan and what executing it changes, with the confirmation (nothing is triggered yet)."""
+        _same_origin(request)
+        _pick(known_homes(), home)
+        choice = _refused_as_400(ResetChoice.of, await _form(request))
+        return page("Reset plan", [], tz=ui_timezone(), body=_reset_plan(home, choice))
 
     @app.get("/api/jobs")
     def list_jobs(dag_id: str | None = Query(None)) -> dict[str, Any]:
@@ -170,6 +192,82 @@ def create_app() -> FastAPI:
         return _view(_pick(known_homes(dag_id), home)[0])
 
     return app
+
+
+def _action_route(action: Action):
+    """The route of one action: its form's fields become the run's params, then the page shows the run."""
+
+    async def run_action(request: Request, home: str = Query(...), user: Any = SIGNED_IN) -> RedirectResponse:
+        _same_origin(request)
+        _pick(known_homes(), home)
+        conf = _refused_as_400(lambda form: action.build(home, form), await _form(request))
+        _trigger(action.dag_id, conf, user.get_name())
+        return RedirectResponse(f"./?home={quote(home, safe='')}", status_code=303)
+
+    run_action.__name__ = f"run_{action.name}"
+    return run_action
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The posted form's fields (the last value of each)."""
+    return {key: str(value) for key, value in (await request.form()).items()}
+
+
+def _refused_as_400(build, form: dict[str, str]):
+    """The form's params, or 400 naming the field and the fix (nothing is triggered)."""
+    try:
+        return build(form)
+    except InvalidInputError as exc:
+        where = f" (field {exc.setting})" if getattr(exc, "setting", None) else ""
+        raise HTTPException(400, f"{exc}{where}") from exc
+
+
+def _reset_plan(home: str, choice: ResetChoice) -> str:
+    """The reset's dry run, as the reset DAG's own dry run plans it, as HTML with its confirmation."""
+    from airflow_kafka_stream.hooks.stream_job import StreamJobHook
+    from airflow_kafka_stream.ops import reset
+    from airflow_kafka_stream.ops.guard import job_shown_state
+    from airflow_kafka_stream.render.reset import plan_text
+
+    hook = StreamJobHook(home, _setting("kafka_conn_id", "kafka_default"), _setting("storage_conn_id", None))
+    request = reset.ResetRequest(choice.strategy, choice.value or None, list(choice.topics))
+    try:
+        ctx = hook.context()
+        planned = reset.plan(ctx, request)
+        shown = job_shown_state(ctx.home)[0]
+    except StreamError as exc:
+        raise HTTPException(400, f"the reset cannot be planned: {redact_text(str(exc), _secrets(hook))}") from exc
+    return reset_confirmation(home, choice, planned.to_dict(), plan_text(planned), str(shown.state))
+
+
+def _secrets(hook) -> list[str]:
+    try:
+        return secret_values(hook.kafka_config())
+    except Exception:  # noqa: BLE001 - no connection, no secret to mask
+        return []
+
+
+def allowed_actions(user: Any) -> list[str]:
+    """The actions whose DAG Airflow lets ``user`` trigger (the page shows no other; the routes check again)."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    manager = get_auth_manager()
+    return [a.name for a in ACTIONS.values() if manager.is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=a.dag_id), user=user)]
+
+
+def job_runs(home: str, history: list[dict[str, Any]] | None, limit: int = RUNS_SHOWN) -> list[dict[str, Any]]:
+    """The newest runs of the action DAGs for ``home``, with what their operations recorded in the history."""
+    with create_session() as session:
+        rows = session.execute(select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.conf,
+                                      DagRun.triggering_user_name)
+                               .where(DagRun.dag_id.in_(ACTION_DAGS)).order_by(DagRun.id.desc())
+                               .limit(RECENT_RUNS)).all()
+    runs = [{"dag_id": dag_id, "run_id": run_id, "state": str(state), "by": by,
+             "outcome": run_outcome(history or [], run_id)}
+            for dag_id, run_id, state, conf, by in rows if isinstance(conf, dict) and conf.get("job_home") == home]
+    return runs[:limit]
 
 
 def _may_run(dag_id: str):

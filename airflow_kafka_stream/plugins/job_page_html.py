@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.liveness import DEAD, GAVE_UP
+from airflow_kafka_stream.plugins.actions_html import operate_section
 from airflow_kafka_stream.plugins.objective_html import objective_limit, objective_section
 from airflow_kafka_stream.plugins.state_html import savepoint_actions, state_section
 from airflow_kafka_stream.plugins.svg_plot import PlotFrame
@@ -27,6 +28,8 @@ th{background:#edf2f7} td.num{text-align:right;font-variant-numeric:tabular-nums
 .job{border-top:2px solid #2b6cb0;padding-top:4px} .muted{color:#718096} .error{color:#c53030}
 .OK{color:#276749;font-weight:600} .bad{color:#c53030;font-weight:600} .warn{color:#b7791f;font-weight:600}
 svg text{font-size:11px;fill:#4a5568} .plots{display:flex;flex-wrap:wrap;gap:24px}
+form.action{margin:4px 0;padding:4px 0;border-bottom:1px dashed #e2e8f0} form.action label{margin-right:8px}
+pre.plan{background:#f7fafc;padding:8px;overflow-x:auto}
 """
 
 #: Partition statuses (verify's) and the job state that are shown as bad.
@@ -34,18 +37,23 @@ BAD_STATUSES = {"PARTITION_GONE", "OUT_OF_RANGE", "STALLED", JobState.FAILED}
 
 
 def page(title: str, views: Sequence[dict[str, Any]], intro: str = "", tz: tzinfo = UTC,
-         now: datetime | None = None) -> str:
-    """The whole page for several job homes; times shown to the second in ``tz`` with their age at ``now``."""
+         now: datetime | None = None, refresh_seconds: int | None = None, body: str = "") -> str:
+    """The whole page for several job homes (or a ``body`` of its own: a reset's plan); times shown to the second
+    in ``tz`` with their age at ``now``; ``refresh_seconds`` reloads it (while a run it shows goes on)."""
     clock = Clock(tz, now or datetime.now(UTC))
-    body = [f"<h1>{escape(title)}</h1>"]
+    parts = [f"<h1>{escape(title)}</h1>"]
     if intro:
-        body.append(f'<p class="muted">{escape(intro)}</p>')
-    if not views:
-        body.append('<p id="no-jobs">No job home known here. Job homes come from the <code>[airflow_kafka_stream] '
-                    "job_homes</code> setting and from the <code>job_home</code> of the example DAGs' runs.</p>")
-    body += [job_section(view, clock) for view in views]
-    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title><style>" + STYLE
-            + "</style></head><body>" + "\n".join(body) + "</body></html>")
+        parts.append(f'<p class="muted">{escape(intro)}</p>')
+    if body:
+        parts.append(body)
+    elif not views:
+        parts.append('<p id="no-jobs">No job home known here. Job homes come from the <code>[airflow_kafka_stream] '
+                     "job_homes</code> setting and from the <code>job_home</code> of the example DAGs' runs.</p>")
+    parts += [job_section(view, clock) for view in views]
+    refresh = f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">' if refresh_seconds else ""
+    return ("<!doctype html><html><head><meta charset=\"utf-8\">" + refresh + "<title>" + escape(title)
+            + "</title><style>" + STYLE
+            + "</style></head><body>" + "\n".join(parts) + "</body></html>")
 
 
 class Clock:
@@ -106,8 +114,13 @@ def job_section(view: dict[str, Any], clock: Clock | None = None) -> str:
                      + "</div></div>" + objective_section(view.get("objective"), clock))
     if view.get("state") is not None:
         parts.append("<h3>State</h3>" + state_section(view["state"]))
+    operate = view.get("operate")  # the page's (not the JSON's): what this user may trigger, this job's runs
+    if operate is not None:
+        parts.append(operate_section(view["job_home"], operate["allowed"], summary.get("state"),
+                                     view.get("savepoints") or [], operate["runs"]))
     if view.get("savepoints") is not None:
-        parts.append("<h3>Savepoints</h3>" + savepoint_actions(view["job_home"])
+        may_take = operate is None or "savepoint" in operate["allowed"]
+        parts.append("<h3>Savepoints</h3>" + (savepoint_actions(view["job_home"]) if may_take else "")
                      + _savepoints(view["savepoints"], clock))
     if view.get("history") is not None:
         parts.append("<h3>Operation history</h3>" + _history(view["history"], clock))

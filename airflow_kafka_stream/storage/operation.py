@@ -8,6 +8,7 @@ changes a job home records the same way: the operations in ops/ and the driver r
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,9 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
         "after": None,
         "result": "ok",
     }
+    airflow_run = airflow_task()
+    if airflow_run:
+        record["airflow"] = airflow_run  # the job page finds what a run it triggered did by this
     if existing_home:
         home.require()
     started = time.monotonic()
@@ -72,6 +76,16 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
                     home.compact_history()
             except Exception:  # noqa: BLE001 - never hide the operation's own outcome
                 log.exception("could not append to the history of %s", home.url)
+
+
+def airflow_task() -> dict[str, str] | None:
+    """The Airflow task this process runs (``dag_id``, ``run_id``, ``task_id``), None outside one: Airflow exports
+    them to the environment of the task it runs (``AIRFLOW_CTX_*``)."""
+    run_id = os.environ.get("AIRFLOW_CTX_DAG_RUN_ID")
+    if not run_id:
+        return None
+    return {"dag_id": os.environ.get("AIRFLOW_CTX_DAG_ID", ""), "run_id": run_id,
+            "task_id": os.environ.get("AIRFLOW_CTX_TASK_ID", "")}
 
 
 @contextmanager
