@@ -1,6 +1,6 @@
 """The job page's actions: which example DAG each one triggers, and the run's params built from the page's form.
 
-Pure: a form's fields in, a run's conf out, or :class:`InvalidInputError` naming the form field and what to put
+Pure: a form's fields in, a run's conf out, or :class:`FormError` naming the form field and what to put
 there. Airflow then validates the conf against the DAG's own Params when the run is triggered, so a conf the DAG
 would refuse never becomes a run. Nothing here decides whether the operation may go ahead (the job runs, the
 lock is held): the operation does, in its run, and the page shows what it said (``job_runs``).
@@ -18,6 +18,14 @@ from airflow_kafka_stream.errors import InvalidInputError, StreamError
 Form = Mapping[str, str]
 #: The word a reset's confirmation must carry: the page shows the plan first, and only its confirm button sends it.
 CONFIRM = "execute"
+
+
+class FormError(InvalidInputError):
+    """A form field the page refuses: ``field`` names it (a form's field, not an operation's setting)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -46,10 +54,10 @@ def _stop(home: str, form: Form) -> dict[str, Any]:
 def _upgrade(home: str, form: Form) -> dict[str, Any]:
     version = _text(form, "new_version")
     if not version:
-        raise InvalidInputError("the new version is empty; give the version to upgrade to", setting="new_version")
+        raise FormError("the new version is empty; give the version to upgrade to", "new_version")
     mode = _text(form, "mode") or "standby"
     if mode not in ("standby", "cold"):
-        raise InvalidInputError(f"mode {mode!r} is neither standby nor cold", setting="mode")
+        raise FormError(f"mode {mode!r} is neither standby nor cold", "mode")
     return {"job_home": home, "new_version": version, "application": _text(form, "application") or None,
             "check_only": _switch(form, "check_only"), "standby": mode == "standby"}
 
@@ -69,7 +77,7 @@ class ResetChoice:
             kind = strategy_kind(_text(form, "strategy"), user=True)
             value = check_value(kind, _text(form, "value"))
         except StreamError as exc:  # the strategy's own rules, naming the form field
-            raise InvalidInputError(str(exc), setting=getattr(exc, "setting", None) or "strategy") from exc
+            raise FormError(str(exc), str(exc.setting or "strategy")) from exc
         topics = tuple(t.strip() for t in _text(form, "topics").split(",") if t.strip())
         return cls(kind, value, topics, _switch(form, "drop_state"))
 
@@ -88,15 +96,14 @@ class ResetChoice:
 
 def _reset(home: str, form: Form) -> dict[str, Any]:
     if _text(form, "confirm") != CONFIRM:
-        raise InvalidInputError("a reset is executed only from its plan's confirmation: plan it first",
-                                setting="confirm")
+        raise FormError("a reset is executed only from its plan's confirmation: plan it first", "confirm")
     return ResetChoice.of(form).conf(home, execute=True)
 
 
 def _restore(home: str, form: Form) -> dict[str, Any]:
     savepoint = _text(form, "savepoint_id")
     if not savepoint:
-        raise InvalidInputError("no savepoint chosen; pick one of the job's savepoints", setting="savepoint_id")
+        raise FormError("no savepoint chosen; pick one of the job's savepoints", "savepoint_id")
     return {"job_home": home, "savepoint_id": savepoint, "drop_state": _switch(form, "drop_state"),
             "start": _switch(form, "start"), "start_version": _text(form, "start_version")}
 

@@ -46,9 +46,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sqlalchemy import select
 
 from airflow_kafka_stream.core.redaction import redact_text, secret_values
-from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.plugins.actions_html import refreshing, reset_confirmation
-from airflow_kafka_stream.plugins.job_actions import ACTION_DAGS, ACTIONS, Action, ResetChoice, run_outcome
+from airflow_kafka_stream.plugins.job_actions import ACTION_DAGS, ACTIONS, Action, FormError, ResetChoice, run_outcome
 from airflow_kafka_stream.plugins.job_page_html import page
 from airflow_kafka_stream.plugins.job_view import job_view
 from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
@@ -217,9 +217,8 @@ def _refused_as_400(build, form: dict[str, str]):
     """The form's params, or 400 naming the field and the fix (nothing is triggered)."""
     try:
         return build(form)
-    except InvalidInputError as exc:
-        where = f" (field {exc.setting})" if getattr(exc, "setting", None) else ""
-        raise HTTPException(400, f"{exc}{where}") from exc
+    except FormError as exc:
+        raise HTTPException(400, f"{exc} (field {exc.field})") from exc
 
 
 def _reset_plan(home: str, choice: ResetChoice) -> str:

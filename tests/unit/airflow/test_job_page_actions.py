@@ -69,7 +69,7 @@ def test_the_forms_say_what_they_mean() -> None:
 def test_bad_forms_are_refused_naming_the_field(name: str, form: dict, field: str) -> None:
     with pytest.raises(InvalidInputError) as refused:
         ACTIONS[name].build(HOME, form)
-    assert refused.value.setting == field, refused.value
+    assert refused.value.field == field, refused.value
 
 
 def test_a_confirmation_resends_exactly_the_planned_choice() -> None:
