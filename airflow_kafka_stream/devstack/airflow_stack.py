@@ -17,9 +17,9 @@ the write lock (its commit runs after the handler, scheduled by that same loop)
 a user's POST blocks the whole server until SQLite's lock wait runs out, and
 then answers HTTP 500. Apart, the lock holder's loop is free to commit.
 
-Login: the SimpleAuthManager with one ``admin`` user whose password is written
-to ``<home>/passwords.json`` (mode 0600) before the stack starts; it is never
-printed. The DAGs start paused, as in any new deployment: :meth:`AirflowStack.unpause`
+Login: the SimpleAuthManager with an ``admin`` user and a read-only ``viewer`` (to see what the job page
+offers a user who may trigger nothing), whose passwords are written to ``<home>/passwords.json`` (mode 0600)
+before the stack starts; they are never printed. The DAGs start paused, as in any new deployment: :meth:`AirflowStack.unpause`
 before a run is triggered, so scheduled example DAGs do not start by themselves.
 """
 
@@ -54,6 +54,8 @@ COMMANDS = {"api-server": ["api-server", "--apps", "core"], "execution-api": ["a
             "scheduler": ["scheduler", "--skip-serve-logs"], "dag-processor": ["dag-processor"],
             "triggerer": ["triggerer", "--skip-serve-logs"]}
 USER = "admin"
+#: A read-only login: it may read DAGs and the job page, and trigger nothing.
+VIEWER = "viewer"
 #: SQLite lets one connection write at a time and Python's driver waits 5 s for the lock by default. With four
 #: components writing on a loaded two-core machine that ran out: CI saw the api-server answer a trigger with
 #: HTTP 500 "Database error". The stack waits longer, and its database runs in WAL mode (set once, after the
@@ -93,8 +95,8 @@ class AirflowStack:
     def user(self) -> str:
         return USER
 
-    def password(self) -> str:
-        return json.loads(self.password_file.read_text())[USER]
+    def password(self, user: str = USER) -> str:
+        return json.loads(self.password_file.read_text())[user]
 
     def log_path(self, component: str) -> Path:
         return self.home / "logs" / f"{component}.log"
@@ -120,9 +122,9 @@ class AirflowStack:
         return troubled
 
     # -- REST API ---------------------------------------------------------------------------------
-    def token(self) -> str:
-        """A JWT for the admin user from ``POST /auth/token``."""
-        status, body = self.request("POST", "/auth/token", {"username": USER, "password": self.password()},
+    def token(self, user: str = USER) -> str:
+        """A JWT for ``user`` (the admin by default) from ``POST /auth/token``."""
+        status, body = self.request("POST", "/auth/token", {"username": user, "password": self.password(user)},
                                     token=None)
         if status not in (200, 201):
             raise StackError(f"login to {self.url} failed with HTTP {status}: {body}")
@@ -223,7 +225,7 @@ def stack_env(home: Path, dags_folder: Path, port: int, execution_port: int, ext
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{VIEWER}:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
@@ -263,7 +265,7 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
     password_file = stack.password_file
     if not password_file.exists():
         password_file.touch(mode=0o600)
-        password_file.write_text(json.dumps({USER: secrets.token_urlsafe(12)}) + "\n")
+        password_file.write_text(json.dumps({user: secrets.token_urlsafe(12) for user in (USER, VIEWER)}) + "\n")
     airflow = str(Path(sys.executable).with_name("airflow"))
     with open(stack.log_path("db-migrate"), "w") as log:
         migrated = subprocess.run([airflow, "db", "migrate"], env=stack.env, cwd=home, stdout=log,

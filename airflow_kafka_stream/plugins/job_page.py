@@ -5,7 +5,10 @@ page that shows the job homes of that DAG's runs); ``/stream-jobs/api/jobs``
 and ``/stream-jobs/api/job?home=...`` give the same data as JSON;
 ``POST /stream-jobs/savepoint?home=...`` (the page's "Take a savepoint now")
 triggers the ``stream_savepoint`` DAG for that job home, for a user allowed to
-run that DAG, and sends the browser to the new run. Every route
+run that DAG, and sends the browser to the new run; the other actions
+(``/stop``, ``/upgrade``, ``/reset-plan`` then ``/reset``, ``/restore``,
+``/resume``; ``job_actions``) trigger their example DAG and come back to the
+page, which lists the job's runs of them. Every route
 sits behind Airflow's own authentication and authorization (the JWT of the UI's
 cookie or an ``Authorization: Bearer`` header, and read access to DAGs, or to
 the one DAG named by ``dag_id``): plugin apps are anonymous unless they add

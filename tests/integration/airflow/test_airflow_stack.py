@@ -15,11 +15,13 @@ import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
+from airflow_kafka_stream.devstack.airflow_stack import VIEWER
 from airflow_kafka_stream.ops.inspect import job_status
 from airflow_kafka_stream.storage.jobhome import JobHome
 from tests.conftest import ROOT, STACK_SECRET
@@ -43,11 +45,17 @@ WAITING_TASKS = ("upgrade.start_standby", "upgrade.stop_with_savepoint", "upgrad
 
 
 def run_and_watch(stack, dag_id: str, conf: dict, token: str, timeout: float = 600.0) -> dict:
-    """Trigger a run through the REST API and poll it to its end, noting every state each task was seen in
-    and, whenever a task was deferred and none ran, how many slots the default pool had running."""
+    """Trigger a run through the REST API and poll it to its end (:func:`watch_run`)."""
     stack.unpause(dag_id, token)
     status, run = stack.trigger(dag_id, conf, token)
     assert status == 200, run
+    return watch_run(stack, dag_id, run["dag_run_id"], token, timeout)
+
+
+def watch_run(stack, dag_id: str, run_id: str, token: str, timeout: float = 600.0) -> dict:
+    """Poll a run to its end, noting every state each task was seen in and, whenever a task was deferred and
+    none ran, how many slots the default pool had running."""
+    run = {"dag_run_id": run_id}
     seen: dict[str, set[str]] = {}
     pool_while_deferred: list[dict] = []
     deadline = time.monotonic() + timeout
@@ -90,7 +98,7 @@ def upgraded(airflow_stack, stack_job, kafka_bootstrap):
     job = dict(stack_job)
     home, topic = Path(job["job_home"]), job["topics"][0]
     wait_for_dags(airflow_stack, ["stream_submit", "stream_upgrade", "stream_offset_reset", "stream_verify",
-                                  "stream_stop", "stream_watchdog", "stream_supervisor"])
+                                  "stream_stop", "stream_watchdog", "stream_supervisor", "stream_restore"])
     token = airflow_stack.token()
     feeder = Feeder(kafka_bootstrap, topic)
     feeder.start()
@@ -349,6 +357,78 @@ def test_a_watchdog_run_logs_its_decision_once(airflow_stack, upgraded):
     assert len(lines) == 1, lines
 
 
+class JobPageBrowser:
+    """A person at the job page in Chromium: fills an action's form, sends it, and follows the run it started."""
+
+    def __init__(self, stack, token: str, home: str, page) -> None:
+        self.stack, self.token, self.home, self.page = stack, token, home, page
+
+    def open(self) -> None:
+        self.page.goto(f"{self.stack.url}/stream-jobs/?home={quote(self.home, safe='')}", wait_until="load")
+
+    def _fill(self, form, fields: dict, select: dict | None = None, untick: tuple = ()) -> None:
+        for name, value in fields.items():
+            form.locator(f'input[name="{name}"]').fill(value)
+        for name, value in (select or {}).items():
+            form.locator(f'select[name="{name}"]').select_option(value)
+        for name in untick:
+            form.locator(f'input[name="{name}"]').uncheck()
+
+    def _started_run(self) -> dict:
+        """The run the form just triggered: the newest row of the page's runs, followed to its end."""
+        row = self.page.locator("table.runs tbody tr").first
+        row.wait_for(timeout=30_000)
+        dag_id, run_id = row.locator("td").first.inner_text(), row.locator("a").inner_text()
+        return watch_run(self.stack, dag_id, run_id, self.token)
+
+    def act(self, action: str, fields: dict, select: dict | None = None, untick: tuple = ()) -> dict:
+        self.open()
+        form = self.page.locator(f"form.action.{action}")
+        self._fill(form, fields, select, untick)
+        form.locator("button[type=submit]").click()
+        self.page.wait_for_load_state("load")
+        return self._started_run()
+
+    def plan_reset(self, fields: dict) -> dict:
+        """The reset form's plan page: the plan, the changes it names and its warning (nothing is triggered)."""
+        self.open()
+        form = self.page.locator("form.action.reset")
+        self._fill(form, {"value": fields["value"]}, {"strategy": fields["strategy"]})
+        form.locator("button[type=submit]").click()
+        self.page.locator("pre.plan").wait_for(timeout=60_000)
+        warning = self.page.locator("p.error")
+        return {"plan": self.page.locator("pre.plan").inner_text(),
+                "changes": self.page.locator(".changes").inner_text(),
+                "warning": warning.inner_text() if warning.count() else ""}
+
+    def confirm_reset(self) -> dict:
+        self.page.locator("form.action.reset button[type=submit]").click()
+        self.page.wait_for_load_state("load")
+        return self._started_run()
+
+    def first_option(self, action: str, name: str) -> str:
+        self.open()
+        return self.page.locator(f'form.action.{action} select[name="{name}"] option').first.get_attribute("value")
+
+    def runs_text(self) -> str:
+        self.open()
+        return self.page.locator("table.runs").inner_text()
+
+
+@contextmanager
+def job_page_in_chromium(stack, token: str, home: str):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1800})
+            context.add_cookies([{"name": "_token", "value": token, "url": stack.url}])
+            yield JobPageBrowser(stack, token, home, context.new_page())
+        finally:
+            browser.close()
+
+
 def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_job_page(airflow_stack, upgraded):
     """Runs last but one: it fails an upgrade on purpose (a version that exits before it reports), then stops the job.
 
@@ -359,32 +439,59 @@ def test_a_cold_upgrade_rolled_back_a_stop_and_a_reset_link_every_task_to_the_jo
     from tests.integration.airflow.test_airflow_upgrade import APPS
 
     token = airflow_stack.token()
-    job, home = upgraded["job"], str(upgraded["home"])
-    cold = run_and_watch(airflow_stack, "stream_upgrade", {
-        **job, "new_version": "3", "application": str(APPS / "broken_version.py"), "standby": False,
-        "stop_timeout_seconds": 120, "health_timeout_seconds": 300}, token)
-    assert cold["run"]["state"] == "failed" and cold["tasks"]["upgrade.submit_new_version"] == "failed", cold
-    for step in ("rollback_stop_new_version", "rollback_restore_savepoint", "rollback_submit_previous_version"):
-        assert cold["tasks"][f"upgrade.{step}"] == "success", (step, cold["tasks"])
-    assert (JobHome(home).spec()["version"], JobHome(home).status()["state"]) == ("2", "RUNNING")
-    # What the new version's failure says: what the status shows, then the driver's own error, quoted.
-    said = _task_log(airflow_stack, "stream_upgrade", cold["run"]["dag_run_id"], "upgrade.submit_new_version")
-    assert "exited before the job reported RUNNING; the job's status still shows STOPPED, a previous driver's" in said
-    if not _resumed_task_failed_by_the_scheduler(airflow_stack, cold["run"]["dag_run_id"],
-                                                 "upgrade.submit_new_version"):
-        assert "the driver's error: broken version: a dependency this build needs is missing" in said
-        failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of ", 1)[0]
-        assert "the status is from an earlier run" not in failure, failure  # said while it waited, not as the error
+    home = str(upgraded["home"])
+    for dag_id in ("stream_upgrade", "stream_stop", "stream_offset_reset", "stream_restore"):
+        airflow_stack.unpause(dag_id, token)
+    with job_page_in_chromium(airflow_stack, token, home) as page:
+        # A person upgrades to a version that fails, cold, through the job page's form; the upgrade rolls back.
+        cold = page.act("upgrade", {"new_version": "3", "application": str(APPS / "broken_version.py")},
+                        select={"mode": "cold"})
+        assert cold["run"]["state"] == "failed" and cold["tasks"]["upgrade.submit_new_version"] == "failed", cold
+        for step in ("rollback_stop_new_version", "rollback_restore_savepoint", "rollback_submit_previous_version"):
+            assert cold["tasks"][f"upgrade.{step}"] == "success", (step, cold["tasks"])
+        assert (JobHome(home).spec()["version"], JobHome(home).status()["state"]) == ("2", "RUNNING")
+        # What the new version's failure says: what the status shows, then the driver's own error, quoted.
+        said = _task_log(airflow_stack, "stream_upgrade", cold["run"]["dag_run_id"], "upgrade.submit_new_version")
+        assert ("exited before the job reported RUNNING; the job's status still shows STOPPED, a previous driver's"
+                in said)
+        if not _resumed_task_failed_by_the_scheduler(airflow_stack, cold["run"]["dag_run_id"],
+                                                     "upgrade.submit_new_version"):
+            assert "the driver's error: broken version: a dependency this build needs is missing" in said
+            failure = said.split("did not become healthy: ", 1)[1].split("\\n--- end of ", 1)[0]
+            assert "the status is from an earlier run" not in failure, failure  # said while it waited
 
-    upgraded["feeder"].stop()
-    stopped = run_and_watch(airflow_stack, "stream_stop", {"job_home": home}, token)
-    assert stopped["tasks"] == {"stop": "success"}, stopped
-    reset = run_and_watch(airflow_stack, "stream_offset_reset", {
-        "job_home": home, "strategy": "to-datetime", "datetime": "2026-01-01T00:00:00Z"}, token)
-    assert reset["tasks"] == {"reset": "success"}, reset
+        upgraded["feeder"].stop()
+        # A reset planned while the job runs says it would be refused; nothing is triggered by a plan.
+        plan = page.plan_reset({"strategy": "to-datetime", "value": "2026-01-01T00:00:00Z"})
+        assert "refused while it runs" in plan["warning"] and upgraded["topic"] in plan["changes"], plan
+        stopped = page.act("stop", {})  # "with a savepoint" is ticked by default
+        assert stopped["tasks"] == {"stop": "success"}, stopped
+        savepoint = page.first_option("restore", "savepoint_id")  # the newest: the stop's
+        plan = page.plan_reset({"strategy": "to-datetime", "value": "2026-01-01T00:00:00Z"})
+        assert not plan["warning"] and f"{upgraded['topic']}:0 from " in plan["changes"], plan
+        reset = page.confirm_reset()
+        assert reset["tasks"] == {"reset": "success"}, reset
+        restored = page.act("restore", {}, select={"savepoint_id": savepoint}, untick=("start",))
+        assert restored["tasks"] == {"restore": "success", "start": "skipped"}, restored
+        assert JobHome(home).history()[-1]["args"]["savepoint"] == savepoint
+        # The job's history says what each did, and the page shows each run with what its operation recorded.
+        by_run = {r.get("airflow", {}).get("run_id"): r for r in JobHome(home).history()}
+        for run, operation in ((stopped, "stop"), (reset, "reset"), (restored, "restore")):
+            record = by_run[run["run"]["dag_run_id"]]
+            assert (record["operation"], record["result"]) == (operation, "ok"), record
+            assert f"{operation}: ok" in page.runs_text(), page.runs_text()
+        assert JobHome(home).status()["state"] == "STOPPED"
+    # A user Airflow lets read but not trigger sees the job and no action, and the action routes refuse them.
+    viewer = airflow_stack.token(VIEWER)
+    _status, shown = airflow_stack.request("GET", f"/stream-jobs/?home={quote(home, safe='')}", token=viewer)
+    assert "job-home" in shown and 'class="action' not in shown and "Take a savepoint now" not in shown
+    for action in ("stop", "upgrade", "reset", "restore", "resume", "reset-plan"):
+        status, _body = airflow_stack.request("POST", f"/stream-jobs/{action}?home={quote(home, safe='')}", {},
+                                              token=viewer)
+        assert status == 403, (action, status)
 
     page = f"/stream-jobs/?home={quote(home, safe='')}"
-    runs = [upgraded["submit"], upgraded["upgrade"], cold, stopped, reset, upgraded.get("watchdog")]
+    runs = [upgraded["submit"], upgraded["upgrade"], cold, stopped, reset, restored, upgraded.get("watchdog")]
     checked: dict[str, set[str]] = {}
     for run in [r["run"] for r in runs if r] + [upgraded["verify"]]:
         dag_id, run_id = run["dag_id"], run["dag_run_id"]
