@@ -129,6 +129,7 @@ ACTION_DAGS = tuple(dict.fromkeys(a.dag_id for a in ACTIONS.values()))
 
 
 def run_outcome(history: list[Mapping[str, Any]], run_id: str) -> list[dict[str, Any]]:
-    """The job's history records written by the Airflow run ``run_id`` (what each operation said), oldest first."""
+    """What the Airflow run ``run_id`` recorded in the job's history, oldest first, from the page's history rows
+    (newest first; ``airflow_run`` is the run that wrote each)."""
     return [{"operation": r.get("operation"), "result": r.get("result"), "error": r.get("error")}
-            for r in history if (r.get("airflow") or {}).get("run_id") == run_id]
+            for r in reversed(history) if r.get("airflow_run") == run_id]

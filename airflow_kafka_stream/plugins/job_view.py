@@ -176,5 +176,5 @@ def history(home: JobHome) -> list[dict[str, Any]]:
         rows.append({"started_at": record.get("started_at"), "operation": record.get("operation"),
                      "by": record.get("by"), "result": record.get("result"), "seconds": record.get("seconds"),
                      "args": json.dumps(redact(record.get("args") or {}), sort_keys=True, default=str),
-                     "error": record.get("error")})
+                     "error": record.get("error"), "airflow_run": (record.get("airflow") or {}).get("run_id")})
     return rows

@@ -77,16 +77,22 @@ def test_a_confirmation_resends_exactly_the_planned_choice() -> None:
     assert ResetChoice.of(choice.fields()) == choice
 
 
-def test_a_runs_outcome_is_what_its_operations_recorded() -> None:
-    history = [
-        {"operation": "stop", "result": "ok", "airflow": {"run_id": "manual__1"}},
-        {"operation": "reset", "result": "refused", "error": "the job runs; stop it first",
-         "airflow": {"run_id": "manual__2"}},
-        {"operation": "submit", "result": "ok"},
-    ]
-    assert run_outcome(history, "manual__2") == [
+def test_a_runs_outcome_is_what_its_operations_recorded(tmp_path, monkeypatch) -> None:
+    from airflow_kafka_stream.plugins.job_view import history
+    from airflow_kafka_stream.storage.jobhome import JobHome
+
+    home = JobHome(str(tmp_path / "job"))
+    for run_id, operation, result in (("manual__1", "stop-request", "ok"), ("manual__1", "stop", "ok"),
+                                      ("manual__2", "reset", "refused"), (None, "submit", "ok")):
+        record = {"operation": operation, "result": result, "started_at": "2026-12-04T10:00:00+00:00"}
+        home.append_history({**record, **({"airflow": {"run_id": run_id}} if run_id else {}),
+                             **({"error": "the job runs; stop it first"} if result == "refused" else {})})
+    rows = history(home)  # as the page reads it: newest first
+    assert run_outcome(rows, "manual__1") == [{"operation": "stop-request", "result": "ok", "error": None},
+                                              {"operation": "stop", "result": "ok", "error": None}]
+    assert run_outcome(rows, "manual__2") == [
         {"operation": "reset", "result": "refused", "error": "the job runs; stop it first"}]
-    assert run_outcome(history, "manual__3") == []
+    assert run_outcome(rows, "manual__3") == []
 
 
 def test_an_operation_run_by_an_airflow_task_records_which(tmp_path, monkeypatch) -> None:
