@@ -144,33 +144,6 @@ def test_the_reset_confirmation_names_each_change_and_warns_when_the_job_runs() 
     assert "Nothing would change" in unchanged and "<button" not in unchanged
 
 
-@pytest.fixture
-def client(monkeypatch):
-    """The plugin's app with Airflow's login and permission checks replaced by a signed-in user."""
-    from airflow.api_fastapi.core_api.security import get_user
-    from fastapi.testclient import TestClient
-
-    from airflow_kafka_stream.plugins import job_page
-
-    app = job_page.create_app()
-
-    class User:
-        def get_name(self) -> str:
-            return "alice"
-
-    for dependant in [d for route in app.routes if hasattr(route, "dependant") for d in route.dependant.dependencies]:
-        if dependant.call is not None:
-            app.dependency_overrides[dependant.call] = lambda: None
-    app.dependency_overrides[get_user] = User
-    triggered: list[tuple] = []
-    monkeypatch.setattr(job_page, "known_homes", lambda dag_id=None: [HOME])
-    monkeypatch.setattr(job_page, "_trigger", lambda dag_id, conf, user: triggered.append((dag_id, conf, user))
-                        or "manual__1")
-    with TestClient(app) as test_client:
-        test_client.triggered = triggered
-        yield test_client
-
-
 @pytest.mark.parametrize("name", ["stop", "upgrade", "reset", "restore", "resume"])
 def test_an_action_triggers_its_dag_with_the_forms_params_and_comes_back_to_the_job(client, name) -> None:
     response = client.post(f"/{name}", params={"home": HOME}, data=FORMS[name], follow_redirects=False)
