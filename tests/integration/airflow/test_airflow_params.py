@@ -12,7 +12,8 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 DAG_IDS = ["stream_submit", "stream_stop", "stream_upgrade", "stream_offset_reset", "stream_verify",
-           "stream_savepoint", "stream_savepoint_housekeeping", "stream_watchdog", "stream_supervisor"]
+           "stream_savepoint", "stream_savepoint_housekeeping", "stream_watchdog", "stream_supervisor",
+           "stream_restore", "stream_resume"]
 
 
 def example(dag_id: str):
@@ -32,6 +33,7 @@ def test_every_example_dag_loads_without_import_errors(airflow_db):
     assert schedules["stream_savepoint_housekeeping"] == "@daily"
     assert schedules["stream_savepoint"] == "@hourly", "periodic restore points"
     assert schedules["stream_upgrade"] is None and schedules["stream_offset_reset"] is None
+    assert schedules["stream_restore"] is None and schedules["stream_resume"] is None, "the job page's actions"
     assert schedules["stream_supervisor"] is None, "triggered once per submitted job, then it defers"
 
 
