@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, strategy_kind
 from airflow_kafka_stream.errors import InvalidInputError, StreamError
+from airflow_kafka_stream.plugins.state_html import SAVEPOINT_DAG
 
 Form = Mapping[str, str]
 #: The word a reset's confirmation must carry: the page shows the plan first, and only its confirm button sends it.
@@ -117,7 +118,7 @@ def _savepoint(home: str, form: Form) -> dict[str, Any]:
 
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
-    Action("savepoint", "stream_savepoint", "Take a savepoint now", _savepoint),
+    Action("savepoint", SAVEPOINT_DAG, "Take a savepoint now", _savepoint),
     Action("stop", "stream_stop", "Stop", _stop),
     Action("upgrade", "stream_upgrade", "Upgrade", _upgrade),
     Action("reset", "stream_offset_reset", "Reset offsets", _reset),
