@@ -44,6 +44,10 @@ setup(
         "opentelemetry-exporter-otlp>=1.45",
         "opentelemetry-exporter-prometheus>=0.66b2",
         "prometheus-client>=0.20",
+        # Lineage (docs/lineage.md): Airflow's OpenLineage provider for the tasks' facets, and its client, which the
+        # driver emits its streaming run's events with.
+        "apache-airflow-providers-openlineage>=2.20",
+        "openlineage-python>=1.54",
     ],
     extras_require={
         "s3": ["s3fs"],

@@ -2,7 +2,8 @@
 
 Defaults come from the environment so one Airflow deployment can point the
 examples at its job without editing them: ``STREAM_JOB_HOME``, ``STREAM_TOPICS``
-(comma-separated), ``STREAM_GROUP``, ``STREAM_OUTPUT``, ``STREAM_APP_VERSION``.
+(comma-separated), ``STREAM_GROUP``, ``STREAM_OUTPUT``, ``STREAM_APP_VERSION``; ``STREAM_OUTPUT_ASSET`` is the
+asset the downstream example DAG is scheduled on.
 Runs triggered from the UI, the CLI or the REST API have no logical date, so
 nothing here or in the example DAGs uses ``ds``.
 """
@@ -46,6 +47,25 @@ def pipeline(keep_running: bool = False) -> dict[str, Param]:
         "output_path": _setting(None if keep_running else _env("STREAM_OUTPUT", "/tmp/airflow-kafka-stream/output/orders"),
                                 "string", title="Output", description="The example pipeline's output directory" + keep,
                                 minLength=1),
+    }
+
+
+def output_asset_uri() -> str:
+    """The example job's output asset, as the downstream DAG (``stream_output_hourly``) names it."""
+    return _env("STREAM_OUTPUT_ASSET", "file:///tmp/airflow-kafka-stream/output/orders")
+
+
+def output_asset() -> dict[str, Param]:
+    """The example pipeline's output as an Airflow asset (docs/assets.md): empty (the default, also with
+    ``STREAM_OUTPUT_ASSET`` set: a job announces only what it is told to) declares none."""
+    return {
+        "output_asset": Param(None, type=["null", "string"],
+                              title="Output asset", description="Announce each complete hour of event time in the "
+                              "output as an event of this asset (e.g. file:///data/orders); empty: none"),
+        "asset_every": Param("PT1H", type="string", pattern=r"^P", title="Asset window",
+                             description="The event-time window each asset event announces (ISO 8601: PT15M, PT1H)"),
+        "watermark_delay": Param("PT10M", type="string", pattern=r"^P", title="Watermark delay",
+                                 description="How late an event may arrive before its window is complete"),
     }
 
 

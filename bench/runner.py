@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade", "watchdog", "cluster", "savepoint"]
+BENCHES = ["source", "small_batch", "runtime", "position", "control", "upgrade", "watchdog", "cluster", "savepoint",
+           "sink"]
 
 
 def main(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ with DAG(
                              title="Application version"),
         **params.pipeline(),
         **params.source("kafka_stream"),
+        **params.output_asset(),
         "starting_offsets": Param("earliest", enum=["earliest", "latest", "group"], title="Start of a fresh job",
                                   description="Used only when the job has no checkpoint yet"),
         "min_batches": Param(1, type="integer", minimum=0, title="Batches before success",
@@ -37,5 +38,8 @@ with DAG(
         source="{{ params.source }}",
         min_batches="{{ params.min_batches }}",
         hot_standby="{{ params.hot_standby }}",
+        output_asset="{{ params.output_asset or '' }}",
+        asset_every="{{ params.asset_every if params.output_asset else '' }}",
+        watermark_delay="{{ params.watermark_delay if params.output_asset else '' }}",
         deferrable=True,
     )

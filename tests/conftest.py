@@ -184,7 +184,31 @@ def stack_job(kafka_bootstrap, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
+def asset_job(kafka_bootstrap, tmp_path_factory) -> dict:
+    """A job of the stack whose output is an Airflow asset (``STREAM_OUTPUT_ASSET``): the downstream example DAG
+    ``stream_output_hourly`` is scheduled on it."""
+    from tests.kafka_utils import create_topic, unique
+
+    work = tmp_path_factory.mktemp("asset-job")
+    output = work / "out"
+    return {"job_home": str(work / "home"), "topics": [create_topic(kafka_bootstrap, unique("assets"), 2)],
+            "group": unique("assets-group"), "output_path": str(output), "output_asset": f"file://{output}"}
+
+
+@pytest.fixture(scope="module")
+def stack_lineage():
+    """An OpenLineage receiver the Airflow stack's ``[openlineage]`` points at (its tasks and the drivers they launch)."""
+    from tests.lineage_receiver import LineageReceiver
+
+    receiver = LineageReceiver()
+    try:
+        yield receiver
+    finally:
+        receiver.close()
+
+
+@pytest.fixture(scope="module")
+def airflow_stack(kafka_bootstrap, stack_job, asset_job, stack_lineage, tmp_path_factory):
     """The full Airflow stack (two api-servers, scheduler, dag-processor, triggerer) on SQLite with the example DAGs,
     their defaults pointing at ``stack_job`` (as the demo's stack points them at the demo's job).
 
@@ -203,7 +227,11 @@ def airflow_stack(kafka_bootstrap, stack_job, tmp_path_factory):
              # stop or a handover that ends within seconds ends in its slot, shown by tests/unit/airflow/test_waiting.py).
              "AIRFLOW__AIRFLOW_KAFKA_STREAM__DEFER_AFTER_SECONDS": "0",
              # One restart allowed by stream_supervisor: the supervisor test's second crash is the loop given up on.
-             "STREAM_SUPERVISOR_MAX_RESTARTS": "1"}
+             "STREAM_SUPERVISOR_MAX_RESTARTS": "1",
+             "STREAM_OUTPUT_ASSET": asset_job["output_asset"],
+             # Lineage of every task and driver to a local receiver (docs/lineage.md); drivers report RUNNING every 5 s.
+             "AIRFLOW__OPENLINEAGE__TRANSPORT": _json.dumps({"type": "http", "url": stack_lineage.url, "timeout": 5}),
+             "AIRFLOW__OPENLINEAGE__NAMESPACE": "aks-stack", "AIRFLOW_KAFKA_STREAM_LINEAGE_INTERVAL": "5"}
     stack = start_airflow_stack(home, ROOT / "dags", extra_env=extra)
     try:
         yield stack

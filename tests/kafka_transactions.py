@@ -15,6 +15,7 @@ cluster really has.
 
 from __future__ import annotations
 
+import subprocess
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -176,3 +177,18 @@ def _check_layout(topic: TransactionalTopic, timeout: float) -> None:
         assert sorted(read) == topic.expected(), "the cluster's records differ from the script's layout"
     finally:
         consumer.close()
+
+
+def transaction_state(bootstrap: str, transactional_id: str) -> dict[str, str]:
+    """Kafka's own description of a transactional id (``kafka-transactions.sh describe``, the tool in the broker's
+    jars): ``TransactionState`` (``Ongoing`` while a transaction is open; ``CompleteCommit``, ``CompleteAbort``,
+    ``Empty`` otherwise), its producer id and epoch, and the partitions of an open transaction."""
+    from airflow_kafka_stream.devstack.broker import broker_jars, java_command
+
+    done = subprocess.run([java_command(), "-Xmx128m", "-cp", f"{broker_jars()}/*",
+                           "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap, "describe",
+                           "--transactional-id", transactional_id], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"kafka-transactions describe failed: {done.stderr[-2000:]}"
+    header, row = [line for line in done.stdout.splitlines() if line.strip()][:2]
+    return dict(zip(header.split(), row.split(), strict=False))
+

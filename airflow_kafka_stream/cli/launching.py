@@ -43,6 +43,18 @@ def add_launch_args(p: argparse.ArgumentParser, *, version_required: bool = True
     p.add_argument("--source", choices=SOURCE_FORMATS,
                    help="with the example pipeline: the source it reads with, this project's kafka_stream (default) "
                         "or Spark's own connector kafka; an upgrade that gives only this moves the job between them")
+    p.add_argument("--output-topic", type=nonempty,
+                   help="with the example pipeline: write its events to this Kafka topic, exactly once (a transactional "
+                        "sink, docs/sink.md), instead of Parquet files under --output")
+    p.add_argument("--skip-replays", action="store_true",
+                   help="with --output-topic: records a rewind (reset, restore) reads again are not written again")
+    p.add_argument("--output-asset", type=nonempty,
+                   help="with the example pipeline: its output as an Airflow asset URI; each complete event-time "
+                        "window is announced to Airflow once (docs/assets.md)")
+    p.add_argument("--asset-every", type=nonempty, help="with --output-asset: the window each event announces "
+                   "(ISO 8601 duration dividing a day, default PT1H)")
+    p.add_argument("--watermark-delay", type=nonempty, help="with --output-asset: how late an event may come "
+                   "(ISO 8601 duration, default PT10M)")
     p.add_argument("--master", type=nonempty,
                    help="the Spark master (local[2], spark://host:7077, yarn, k8s://...; default: the version's "
                         "recorded one, else local[*])")
@@ -97,7 +109,9 @@ def submission_from(args: argparse.Namespace, home: Any, kafka: dict[str, Any], 
         topics=tuple(args.topic), group=args.group, output_path=args.output, starting_offsets=args.starting_offsets,
         spark_conf=dict(args.conf), master=args.master, deploy_mode=args.deploy_mode,
         executor_environment=args.executor_environment, job_home_shared=True if args.job_home_shared else None,
-        kafka_connector=args.kafka_connector, source=getattr(args, "source", None))
+        kafka_connector=args.kafka_connector, source=getattr(args, "source", None),
+        output_asset=args.output_asset, output_topic=args.output_topic, asset_every=args.asset_every,
+        skip_replays=args.skip_replays, watermark_delay=args.watermark_delay)
     return plan_submission(request, job_home=home.url, bootstrap_servers=kafka["bootstrap.servers"],
                            running=running_submission(home) if new_version else None)
 

@@ -211,6 +211,8 @@ def _recorded(home, args: argparse.Namespace):
     given = [flag for flag, value in (("--application", args.application), ("--topic", args.topic),
                                       ("--group", args.group), ("--output", args.output), ("--conf", args.conf),
                                       ("--source", getattr(args, "source", None)),
+                                      ("--output-asset", args.output_asset), ("--output-topic", args.output_topic),
+                                      ("--skip-replays", args.skip_replays),
                                       ("application arguments", args.application_args)) if value]
     if given:
         raise InvalidInputError(f"--from-submission starts the recorded submission as it was; drop "

@@ -39,6 +39,12 @@ def records_behind(high: int, offset: int) -> int:
     return max(int(high) - int(offset), 0)
 
 
+def records_read_again(current: Mapping[TopicPartition, int] | None, restored: Mapping[TopicPartition, int]) -> int:
+    """Records a job reads a second time when it goes back from ``current`` (where its checkpoint stands) to
+    ``restored`` (a savepoint's offsets): each partition's step back, never a step forward."""
+    return sum(max(int(current[tp]) - int(offset), 0) for tp, offset in restored.items() if tp in (current or {}))
+
+
 def parse_offsets_json(text: str | Mapping, *, allow_special: bool = False) -> PartitionOffsets:
     """Parse Spark's Kafka offsets JSON (compact or with spaces) into a mapping.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 SECRET_MARKERS = ("password", "secret", "token", "credential", "sasl.jaas", "key.pem", "keystore", "oauthbearer")
@@ -29,6 +30,12 @@ def secret_values(settings: dict[str, Any]) -> list[str]:
     """The values of secret-looking settings, longest first (so a value containing another is masked whole)."""
     values = {str(value) for key, value in settings.items() if is_secret_key(key) and str(value)}
     return sorted(values, key=len, reverse=True)
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with the user and password of every URL in it masked (``http://***@host``): an exporter's or a
+    transport's error quotes its endpoint, which may carry credentials."""
+    return re.sub(r"//[^/@\s]+@", "//***@", text)
 
 
 def redact_text(text: str, secrets: list[str]) -> str:

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition
+from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_read_again
 from airflow_kafka_stream.core.reset_csv import render_reset_csv
 from airflow_kafka_stream.core.reset_scope import Scope
 from airflow_kafka_stream.core.reset_strategy import ResetStrategy, StrategyKind
@@ -87,6 +87,13 @@ class ResetPlan:
                 line[r.partition] = offset
         return line
 
+    def read_again(self) -> int:
+        """Records the job reads again after the reset: each in-scope partition moved back, from its new offset to
+        where the checkpoint stood. A sink that appends (the transactional Kafka sink) writes them again."""
+        moved = [r for r in self.rows if r.in_scope and r.target is not None and r.checkpoint_offset is not None]
+        return records_read_again({r.partition: r.checkpoint_offset for r in moved},
+                                  {r.partition: r.target for r in moved})
+
     @property
     def warnings(self) -> list[str]:
         return [f"{r.partition}: {r.warning}" for r in self.rows if r.warning]
@@ -117,6 +124,7 @@ class ResetPlan:
                 for r in self.rows
             ],
             "warnings": self.warnings,
+            "records_read_again": self.read_again(),
         }
 
     def to_json(self) -> str:

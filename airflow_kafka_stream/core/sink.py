@@ -10,8 +10,15 @@ Two kinds matter to the control plane:
   checkpoint generation), e.g. ``foreachBatch`` writing ``generation=G/batch=B``
   with mode overwrite. It keeps no batch log, so there is nothing to append and
   nothing that skips.
+* ``kafka``: the transactional Kafka sink (``runtime/kafka_sink.py``): each batch's records are committed in one
+  Kafka transaction with a marker of the batch, so a batch re-run after a crash writes nothing twice. It keeps no
+  log a checkpoint must match, but a rewind (a reset, a restore) writes the batches it replays again: the records
+  read again are in the output topic twice, unless the job skips replays (``skip_replays``: the sink keeps, in the
+  same transactions, how far it wrote each input partition, and drops rows below that). Its path is
+  ``kafka://<bootstrap servers>/<topic>``.
 
-job.json records ``"sink": {"kind": ..., "path": ...}``. Job homes written
+job.json records ``"sink": {"kind": ..., "path": ...}`` (and ``"skip_replays": true`` for a Kafka sink that skips
+replays). Job homes written
 before the kind existed hold only ``"sink_path"``: that meant a file sink, and
 still does.
 """
@@ -26,9 +33,10 @@ from airflow_kafka_stream.errors import InvalidInputError
 
 FILE = "file"
 IDEMPOTENT = "idempotent"
+KAFKA = "kafka"
 #: A flag value, not a kind: the job has no sink whose log the control plane keeps.
 NONE = "none"
-KINDS = (FILE, IDEMPOTENT)
+KINDS = (FILE, IDEMPOTENT, KAFKA)
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,16 @@ class Sink:
 
     kind: str
     path: str | None = None
+    #: A Kafka sink that writes no input record's output twice, even when a rewind reads it again.
+    skips_replays: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InvalidInputError(f"unknown sink kind {self.kind!r}: use one of {', '.join(KINDS)}",
                                     setting="sink_kind")
+        if self.skips_replays and self.kind != KAFKA:
+            raise InvalidInputError(f"skip_replays is the Kafka sink's (output_topic); a {self.kind} sink has none",
+                                    setting="skip_replays")
         if self.kind == FILE and not self.path:
             raise InvalidInputError("a file sink needs its output path (the directory holding _spark_metadata): "
                                     "give it as sink_path", setting="sink_path")
@@ -52,12 +65,23 @@ class Sink:
         return self.kind == FILE
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path}
+        return {"kind": self.kind, "path": self.path, **({"skip_replays": True} if self.skips_replays else {})}
+
+    @property
+    def writes_replays(self) -> bool:
+        """Whether records a rewind reads again reach the output again (an appending sink that does not skip)."""
+        return self.kind == KAFKA and not self.skips_replays
 
     def describe(self) -> str:
         where = f" at {self.path}" if self.path else ""
         if self.has_batch_log:
             return f"file sink{where} (batch log _spark_metadata kept whole)"
+        if self.kind == KAFKA and self.skips_replays:
+            return (f"transactional Kafka sink{where}: each batch committed once with its marker; records a rewind "
+                    "reads again are skipped (skip_replays): the topic holds each once")
+        if self.kind == KAFKA:
+            return (f"transactional Kafka sink{where}: each batch committed once with its marker; batches a rewind "
+                    "replays are written to the topic again")
         return (f"idempotent sink{where}: no batch log to keep; assumed to replace a batch's output by checkpoint "
                 "generation and batch id")
 
@@ -70,7 +94,7 @@ def sink_from_spec(spec: Mapping[str, Any]) -> Sink | None:
         if kind in (None, NONE):
             return None
         try:
-            return Sink(str(kind), recorded.get("path") or None)
+            return Sink(str(kind), recorded.get("path") or None, bool(recorded.get("skip_replays")))
         except InvalidInputError as exc:
             raise InvalidInputError(f"job.json's sink {dict(recorded)} is invalid: {exc}; fix job.json or restart "
                                     "the job so it records its sink again") from exc
@@ -104,4 +128,5 @@ def resolve_sink(recorded: Sink | None, kind: str | None = None, path: str | Non
                                 setting="sink_kind")
     if path is None and recorded is not None:
         path = recorded.path
-    return Sink(kind, path)
+    same = recorded is not None and recorded.kind == kind
+    return Sink(kind, path, same and recorded.skips_replays)

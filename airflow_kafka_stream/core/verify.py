@@ -31,6 +31,7 @@ from enum import StrEnum
 from airflow_kafka_stream.core.consumer_group import GroupDescription
 from airflow_kafka_stream.core.lag_window import WindowVerdict
 from airflow_kafka_stream.core.offsets import PartitionOffsets, TopicPartition, records_behind
+from airflow_kafka_stream.core.output_check import OutputCheck
 
 
 class Status(StrEnum):
@@ -223,6 +224,8 @@ class VerifyResult:
     window: WindowVerdict | None = None
     #: The group as its coordinator described it (state, protocol, members); None when not looked at.
     group_description: GroupDescription | None = None
+    #: The transactional Kafka sink's output topic: an open transaction on it (core.output_check); None otherwise.
+    output: OutputCheck | None = None
 
     @property
     def status(self) -> Status:
@@ -236,7 +239,8 @@ class VerifyResult:
     def exit_code(self) -> int:
         """0 when every partition is OK, 1 when any has a problem or the window says REWIND or STOP (a
         WARN is a warning: 0)."""
-        return 0 if self.ok and not (self.window and self.window.status.is_problem) else 1
+        problem = (self.window and self.window.status.is_problem) or (self.output and self.output.problem)
+        return 0 if self.ok and not problem else 1
 
     @property
     def total_lag(self) -> int:
@@ -273,6 +277,7 @@ class VerifyResult:
             **({"window": self.window.to_dict()} if self.window is not None else {}),
             **({"group_description": self.group_description.to_dict()} if self.group_description is not None
                else {}),
+            **({"output": self.output.to_dict()} if self.output is not None else {}),
         }
 
     def to_json(self) -> str:

@@ -56,6 +56,9 @@ COMMANDS = {"api-server": ["api-server", "--apps", "core"], "execution-api": ["a
 USER = "admin"
 #: A read-only login: it may read DAGs and the job page, and trigger nothing.
 VIEWER = "viewer"
+#: The user the stack's drivers announce their output assets as (role op: it may create asset events); the
+#: stack's ``airflow_api`` connection logs in as it (docs/assets.md).
+ANNOUNCER = "announcer"
 #: SQLite lets one connection write at a time and Python's driver waits 5 s for the lock by default. With four
 #: components writing on a loaded two-core machine that ran out: CI saw the api-server answer a trigger with
 #: HTTP 500 "Database error". The stack waits longer, and its database runs in WAL mode (set once, after the
@@ -225,7 +228,7 @@ def stack_env(home: Path, dags_folder: Path, port: int, execution_port: int, ext
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__CORE__AUTH_MANAGER": AUTH_MANAGER,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{VIEWER}:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{VIEWER}:viewer,{ANNOUNCER}:op",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(port),
@@ -265,7 +268,12 @@ def start_airflow_stack(home: Path, dags_folder: Path, extra_env: dict[str, str]
     password_file = stack.password_file
     if not password_file.exists():
         password_file.touch(mode=0o600)
-        password_file.write_text(json.dumps({user: secrets.token_urlsafe(12) for user in (USER, VIEWER)}) + "\n")
+    known = json.loads(password_file.read_text() or "{}")
+    password_file.write_text(json.dumps({user: known.get(user) or secrets.token_urlsafe(12)
+                                         for user in (USER, VIEWER, ANNOUNCER)}) + "\n")
+    # The connection the drivers the stack launches announce their output assets through (hooks.airflow_api).
+    stack.env.setdefault("AIRFLOW_CONN_AIRFLOW_API", json.dumps({
+        "conn_type": "http", "host": stack.url, "login": ANNOUNCER, "password": stack.password(ANNOUNCER)}))
     airflow = str(Path(sys.executable).with_name("airflow"))
     with open(stack.log_path("db-migrate"), "w") as log:
         migrated = subprocess.run([airflow, "db", "migrate"], env=stack.env, cwd=home, stdout=log,

@@ -273,6 +273,14 @@ def _server_properties(node: KafkaNode, members: list[KafkaNode], workdir: Path)
         # A transaction whose producer vanished is aborted a second after its timeout (default: up to 10 s later).
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
     }
+    if replicas == 1:
+        # Kafka's own ACLs, open to everyone until an ACL names a resource: a test can then refuse one client one
+        # thing (a transactional id, a group), as a secured cluster does, without a broker of its own. Not on three
+        # nodes: until its ACLs are loaded the authorizer refuses every principal but a super user, and on plaintext
+        # listeners the controllers' votes come from the same anonymous principal as every client's request, so the
+        # quorum would never elect a leader (AuthorizerNotReadyException on VOTE).
+        settings["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        settings["allow.everyone.if.no.acl.found"] = "true"
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 

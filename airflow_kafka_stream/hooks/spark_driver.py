@@ -23,6 +23,8 @@ from airflow.sdk import BaseHook
 from airflow_kafka_stream.core.cluster import placement
 from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.errors import InvalidInputError, JobStateError
+from airflow_kafka_stream.hooks.airflow_api import airflow_api_env
+from airflow_kafka_stream.hooks.lineage import driver_lineage_env
 from airflow_kafka_stream.ops.launcher import LaunchedDriver, Submission
 from airflow_kafka_stream.ops.spark_submit import (
     DRIVER_ENV_CONF,
@@ -120,13 +122,16 @@ class AirflowSparkLauncher:
         plan = plan_for(submission, master=probe._connection["master"], job_home=self.job_home, kafka=self.kafka,
                         storage_options=self.storage_options, deploy_mode=probe._connection["deploy_mode"])
         spark = SparkSubmitHook(conn_id=self.spark_conn_id, **plan.hook_kwargs)
-        otel = self._airflow_otel(submission, extra_env)
+        # Airflow's [metrics] and [openlineage] settings the driver reads as its clients' own variables, and the
+        # Airflow API connection it announces its output asset through.
+        airflow_env = {**self._airflow_otel(submission, extra_env), **airflow_api_env(),
+                       **driver_lineage_env({**os.environ, **(extra_env or {})})}
         if plan.where.driver_elsewhere:
-            if otel and plan.where.manager in DRIVER_ENV_CONF:
-                plan.properties.update({DRIVER_ENV_CONF[plan.where.manager].format(k): v for k, v in otel.items()})
+            if airflow_env and plan.where.manager in DRIVER_ENV_CONF:
+                plan.properties.update({DRIVER_ENV_CONF[plan.where.manager].format(k): v for k, v in airflow_env.items()})
             return self._submit_to_cluster(SparkSubmitHook, plan, submission.program, log_path)
         command = spark._build_spark_submit_command(submission.program)
-        env = {**os.environ, **(spark._env or {}), **plan.driver_env, **otel, **(extra_env or {})}
+        env = {**os.environ, **(spark._env or {}), **plan.driver_env, **airflow_env, **(extra_env or {})}
         return start_detached(command, plan, log_path, env)
 
     def master(self) -> str | None:

@@ -17,6 +17,11 @@ every batch writes the keys it updated with their totals to
 ``<output>/totals/generation=<G>/batch=<id>/`` (the newest row of a key is its total). Records
 that are not such JSON are left out of the totals.
 
+With ``--output-asset URI`` the output is an Airflow asset: the query gets an event-time watermark on the events'
+``ts`` (``--watermark-delay``, default ``PT10M``) and every ``--asset-every`` window (default ``PT1H``) it
+completes is announced to Airflow once, so a DAG scheduled on the asset runs once per complete window
+(docs/assets.md).
+
 ``--source kafka`` reads with Spark's own Kafka connector (``format("kafka")``) instead of this project's
 ``kafka_stream`` source; everything else stays the same (docs/source.md).
 
@@ -40,16 +45,21 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
+from airflow_kafka_stream.core.asset_windows import output_asset
 from airflow_kafka_stream.core.cluster import spark_url
+from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, SOURCE_FORMATS, SPARK_KAFKA_FORMAT
+from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
 from airflow_kafka_stream.runtime import StreamConfig, StreamRuntime, client_config_from_env
 from airflow_kafka_stream.runtime.dead_letter import DeadLetterSink, parse_json_values, split_dead_letters
+from airflow_kafka_stream.runtime.kafka_sink import attach_kafka_sink
 from airflow_kafka_stream.runtime.session import local_session
 from airflow_kafka_stream.source.source import register
 from airflow_kafka_stream.storage.files import storage_options_from_env
@@ -70,7 +80,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, host:port[,host:port]")
     parser.add_argument("--topic", required=True, action="append", help="topic to read (repeat for several)")
     parser.add_argument("--group", required=True, help="consumer group the batch offsets are committed to")
-    parser.add_argument("--output", required=True, help="output directory or URL")
+    parser.add_argument("--output", help="output directory or URL (Parquet files)")
+    parser.add_argument("--output-topic", help="write the events as JSON to this Kafka topic instead, exactly once: "
+                        "a transactional sink, read it with isolation.level=read_committed (docs/sink.md)")
     parser.add_argument("--dead-letter", help="dead-letter directory or kafka://<topic> (default <home>/dead_letters)")
     parser.add_argument("--job-name", help="name shown in the status (default: last part of --home)")
     parser.add_argument("--starting-offsets", default="earliest",
@@ -100,7 +112,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--command-config", help="Kafka client properties file (security settings and secrets "
                         "stay out of the process arguments)")
     parser.add_argument("--app-version", default="1", help="application version recorded in job.json and savepoints")
+    parser.add_argument("--skip-replays", action="store_true",
+                        help="with --output-topic: records a rewind (a reset, a restore) reads again are not written to "
+                             "the topic again (docs/sink.md)")
+    parser.add_argument("--output-asset", help="the output as an Airflow asset URI (e.g. file:///lake/orders): each "
+                        "complete event-time window is announced to Airflow once (docs/assets.md)")
+    parser.add_argument("--asset-every", default="PT1H", help="the event-time window each asset event announces "
+                        "(ISO 8601 duration dividing a day: PT15M, PT1H, P1D)")
+    parser.add_argument("--watermark-delay", help="how late an event may come (ISO 8601 duration, default PT10M "
+                        "with --output-asset): the query's event-time watermark on the events' ts")
     args = parser.parse_args(argv)
+    if not args.output and not args.output_topic:
+        parser.error("give the output: --output (a directory for Parquet files) or --output-topic (a Kafka topic)")
+    if args.output and args.output_topic:
+        parser.error("--output and --output-topic both name the output, and the events go to one of them: drop one "
+                     "(--output for Parquet files, --output-topic for a Kafka topic, exactly once)")
+    if args.skip_replays and not args.output_topic:
+        parser.error("--skip-replays is the Kafka sink's: give --output-topic with it, or drop it")
+    if args.output_topic and args.totals:
+        parser.error("--totals writes Parquet files: drop --output-topic, or --totals")
+    if args.watermark_delay is None and args.output_asset:
+        args.watermark_delay = "PT10M"
+    try:  # refused here, named by its flag, rather than by the runtime's field
+        output_asset(args.output_asset, args.asset_every, uri_setting="--output-asset", every_setting="--asset-every")
+        if args.watermark_delay:
+            parse_duration(args.watermark_delay, "--watermark-delay")
+    except InvalidInputError as exc:
+        parser.error(str(exc))
     if args.source == SPARK_KAFKA_FORMAT and args.read_mode:
         parser.error("--read-mode is an option of the kafka_stream source; Spark's connector (--source kafka) always "
                      "reads on the executors: drop --read-mode")
@@ -117,31 +155,41 @@ def spark_session(cores: str):
     return local_session("example_pipeline", cores=cores)
 
 
-def batch_writer(runtime: StreamRuntime, output: str, dead_letters: Callable[[], DeadLetterSink]):
-    """The foreachBatch function: split, write good rows and per-minute sums, send bad rows aside
-    (to the sink ``dead_letters()`` gives when the batch runs)."""
-    output = output_url(output, runtime)
+def good_and_bad(runtime: StreamRuntime, dead_letters: Callable[[], DeadLetterSink],
+                 write_good: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
+    """A foreachBatch function: parse the batch's JSON once, ``write_good(good, batch_id)``, then send bad rows
+    aside (to the sink ``dead_letters()`` gives when the batch runs)."""
     schema = event_schema()
 
     def write(batch_df, batch_id: int) -> None:
         parsed = parse_json_values(batch_df, schema, required=("id",)).persist()
         try:
             good, bad = split_dead_letters(parsed)
-            events = good.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
-                                 "parsed.id", "parsed.key", "parsed.ts", "parsed.amount")
-            # Keyed by generation and batch: a new checkpoint generation restarts batch ids at 0 and must
-            # not overwrite what an earlier generation wrote; a re-run batch overwrites its own output.
-            key = f"generation={runtime.generation:04d}/batch={batch_id}"
-            events.write.mode("overwrite").parquet(f"{output}/events/{key}")
-            per_minute = (events.where(F.col("ts").isNotNull())
-                          .groupBy("key", F.date_trunc("minute", "ts").alias("minute"))
-                          .agg(F.sum("amount").alias("amount"), F.count(F.lit(1)).alias("events")))
-            per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/{key}")
+            write_good(good, batch_id)
             runtime.add_dead_letters(dead_letters().write(bad, batch_id))
         finally:
             parsed.unpersist()
 
     return write
+
+
+def batch_writer(runtime: StreamRuntime, output: str, dead_letters: Callable[[], DeadLetterSink]):
+    """The foreachBatch function: good rows and per-minute sums as Parquet, bad rows aside."""
+    output = output_url(output, runtime)
+
+    def write_good(good, batch_id: int) -> None:
+        events = good.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
+                             "parsed.id", "parsed.key", "parsed.ts", "parsed.amount")
+        # Keyed by generation and batch: a new checkpoint generation restarts batch ids at 0 and must
+        # not overwrite what an earlier generation wrote; a re-run batch overwrites its own output.
+        key = f"generation={runtime.generation:04d}/batch={batch_id}"
+        events.write.mode("overwrite").parquet(f"{output}/events/{key}")
+        per_minute = (events.where(F.col("ts").isNotNull())
+                      .groupBy("key", F.date_trunc("minute", "ts").alias("minute"))
+                      .agg(F.sum("amount").alias("amount"), F.count(F.lit(1)).alias("events")))
+        per_minute.write.mode("overwrite").parquet(f"{output}/per_key_minute/{key}")
+
+    return good_and_bad(runtime, dead_letters, write_good)
 
 
 STATE_STORES = {
@@ -169,6 +217,29 @@ def totals_writer(runtime: StreamRuntime, output: str):
     return write
 
 
+def with_event_time_watermark(events, delay: str):
+    """The events with ``event_time`` (the value's ``ts``) and Spark's event-time watermark on it, ``delay``
+    (an ISO 8601 duration) behind the newest event time seen; rows without a ``ts`` do not move it."""
+    seconds = parse_duration(delay, "--watermark-delay").total_seconds()
+    parsed = F.from_json(F.col("value").cast("string"), event_schema())
+    return events.withColumn("event_time", parsed["ts"]).withWatermark("event_time", f"{seconds:g} seconds")
+
+
+def topic_writer(runtime: StreamRuntime, topic: str, dead_letters: Callable[[], DeadLetterSink]):
+    """The foreachBatch function of ``--output-topic``: each good event as JSON (with the topic, partition and
+    offset it came from), keyed by its key, to ``topic`` in one Kafka transaction per batch; bad ones aside."""
+    sink = attach_kafka_sink(runtime, topic)
+    return good_and_bad(runtime, dead_letters, lambda good, batch_id: sink.write(kafka_records(good), batch_id))
+
+
+def kafka_records(good):
+    """The output records of good events: key and value (JSON of the event and where it was read); the input's
+    topic, partition and offset beside them, which the sink keeps to itself (to skip replays)."""
+    return good.select(F.col("parsed.key").alias("key"), F.to_json(F.struct(
+        "topic", "partition", "offset", "parsed.id", "parsed.key", "parsed.ts", "parsed.amount")).alias("value"),
+        "topic", "partition", "offset")
+
+
 def output_url(output: str, runtime: StreamRuntime) -> str:
     """``output`` named for Spark's Hadoop file systems: file:// for a local path (not the cluster's default
     FS), s3a:// for s3://."""
@@ -176,13 +247,17 @@ def output_url(output: str, runtime: StreamRuntime) -> str:
     return spark_url(os.path.abspath(output) if local else output.rstrip("/"), runtime.config.storage_options)
 
 
-def rehearsal_sink(runtime: StreamRuntime, totals: bool):
+def rehearsal_sink(runtime: StreamRuntime, totals: bool, topic: str | None = None):
     """The job's own batch function pointed at the rehearsal's scratch folder (dead letters too): a standby
     runs this version's whole code on real records before it may take over (docs/standby.md)."""
 
     def writer(df, scratch: str):
         if totals:
             return df.writeStream.foreachBatch(totals_writer(runtime, scratch))
+        if topic:  # the output topic is never written by a rehearsal: its records go to the scratch folder
+            return df.writeStream.foreachBatch(lambda batch, batch_id: kafka_records(split_dead_letters(
+                parse_json_values(batch, event_schema(), required=("id",)))[0]).write.mode("overwrite").parquet(
+                f"{scratch}/events/batch={batch_id}"))
         scratch_letters = lambda: DeadLetterSink.from_url(f"{scratch}/dead_letters", {})  # noqa: E731
         return df.writeStream.foreachBatch(batch_writer(runtime, scratch, scratch_letters))
 
@@ -210,8 +285,12 @@ def main(argv: list[str] | None = None) -> int:
                        **(read_properties(args.command_config) if args.command_config else {})},
         app_version=args.app_version,
         storage_options=storage_options_from_env(),
-        sink_path=args.output,
-        sink_kind="idempotent",  # foreachBatch output replaced per generation and batch id: no _spark_metadata
+        sink_path=f"kafka://{args.bootstrap}/{args.output_topic}" if args.output_topic else args.output,
+        # foreachBatch output replaced per generation and batch id (no _spark_metadata), or the transactional sink
+        sink_kind="kafka" if args.output_topic else "idempotent",
+        skip_replays=args.skip_replays,
+        output_asset=args.output_asset,
+        asset_every=args.asset_every,
     )
     spark = spark_session(args.cores)
     if args.totals:  # set before the query starts; a checkpoint keeps the values of its first batch
@@ -221,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     # into a FAILED status instead of a STARTING heartbeat that makes the job look alive.
     with StreamRuntime(spark, args.home, config) as runtime:
         events = runtime.read_stream()
+        if args.watermark_delay:
+            events = with_event_time_watermark(events, args.watermark_delay)
         # The generation is known once the query runs (a standby builds its query before its go).
         dead_letters = lambda: DeadLetterSink.from_url(  # noqa: E731
             args.dead_letter or f"{runtime.home.url}/dead_letters/generation={runtime.generation:04d}",
@@ -229,12 +310,16 @@ def main(argv: list[str] | None = None) -> int:
             query = key_totals(events)
             write = totals_writer(runtime, args.output)
             writer = query.writeStream.outputMode("update").foreachBatch(runtime.foreach_batch(write))
+        elif args.output_topic:
+            writer = events.writeStream.foreachBatch(runtime.foreach_batch(topic_writer(
+                runtime, args.output_topic, dead_letters)))
         else:
             write = batch_writer(runtime, args.output, dead_letters)
             writer = events.writeStream.foreachBatch(runtime.foreach_batch(write))
         writer = writer.trigger(availableNow=True) if args.available_now else writer.trigger(
             processingTime=args.trigger_interval)
-        result = runtime.run(writer, query_name=config.job_name, rehearsal_sink=rehearsal_sink(runtime, args.totals))
+        result = runtime.run(writer, query_name=config.job_name, rehearsal_sink=rehearsal_sink(runtime, args.totals,
+                                                                                           args.output_topic))
     print(f"example_pipeline {result.summary()}", flush=True)
     spark.stop()
     return result.exit_code

@@ -11,6 +11,7 @@ from airflow_kafka_stream.core.reset_strategy import StrategyKind, check_value, 
 from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators.lineage import JobLineage
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
 # Lazy imports: ops.reset, render.reset, operators.submit (its trigger) and stream_stats wait for execute(), so a
@@ -21,7 +22,7 @@ STRATEGIES = tuple(kind.value for kind in StrategyKind.choices())
 
 
 @refusals_name_parameters
-class StreamResetOperator(JobHomeTask, BaseOperator):
+class StreamResetOperator(JobLineage, JobHomeTask, BaseOperator):
     """Plan, and with ``execute=True`` apply, an offset reset of the job's checkpoint and group.
 
     The plan (one row per partition: checkpoint, group, watermarks, requested and new offset) is logged

@@ -13,6 +13,7 @@ from airflow_kafka_stream.core.values import flag
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators.lineage import JobLineage
 from airflow_kafka_stream.ops.savepoints import LATEST, create, prune, resolve_id, restore, retention
 from airflow_kafka_stream.tasks.refusals import refusals_name_parameters
 
@@ -59,7 +60,7 @@ class StreamSavepointOperator(JobHomeTask, BaseOperator):
 
 
 @refusals_name_parameters
-class StreamRestoreOperator(JobHomeTask, BaseOperator):
+class StreamRestoreOperator(JobLineage, JobHomeTask, BaseOperator):
     """Start a new checkpoint generation from a savepoint; the job resumes there on its next start.
 
     With ``drop_state`` the new generation is empty and seeded with the savepoint's offsets only (Flink's

@@ -13,6 +13,7 @@ from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import StreamError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators.lineage import JobLineage
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.results import StopResult
 from airflow_kafka_stream.ops.stop import StopOptions, StopPhase, complete_stop, conclude, request_stop
@@ -25,7 +26,7 @@ FINAL = state_names(FINAL_STATES)
 
 
 @refusals_name_parameters
-class StreamStopOperator(JobHomeTask, BaseOperator):
+class StreamStopOperator(JobLineage, JobHomeTask, BaseOperator):
     """Ask the job to finish its running micro-batch and stop, wait (briefly here, then deferred), then take a
     savepoint.
 

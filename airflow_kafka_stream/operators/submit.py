@@ -17,6 +17,7 @@ from airflow_kafka_stream.core.values import flag, seconds
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.hooks.stream_job import StreamJobHook
 from airflow_kafka_stream.links.job_page import JobHomeTask
+from airflow_kafka_stream.operators.lineage import JobLineage
 from airflow_kafka_stream.operators.waiting import defer_after, wait_then_defer
 from airflow_kafka_stream.ops.hot_standby import end_hot_standby, keep_hot_standby, set_wish
 from airflow_kafka_stream.ops.submit import SubmitResult, conclude_start, recorded_submission, submit
@@ -28,7 +29,7 @@ from airflow_kafka_stream.triggers.job_state import StreamJobStateTrigger
 
 
 @refusals_name_parameters
-class StreamSubmitOperator(JobHomeTask, BaseOperator):
+class StreamSubmitOperator(JobLineage, JobHomeTask, BaseOperator):
     """Start the job's driver unless this version already runs, then wait until it has committed batches.
 
     The driver is started by ``spark-submit`` (built by the Spark provider's ``SparkSubmitHook`` from the
@@ -51,6 +52,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
     :param topics: topics the example pipeline reads. Templated.
     :param group: consumer group the example pipeline commits to. Templated.
     :param output_path: the example pipeline's output directory. Templated.
+    :param output_topic: the example pipeline writes its events to this Kafka topic exactly once (a transactional sink,
+        docs/sink.md) instead of Parquet files under ``output_path``. Templated.
+    :param skip_replays: with ``output_topic``: records a rewind (a reset, a restore) reads again are not written to
+        the topic again (docs/sink.md). Templated.
     :param starting_offsets: where a fresh checkpoint starts (earliest, latest, group, offsets JSON).
     :param source: the source the example pipeline reads with: ``kafka_stream`` (this project's, the default) or
         ``kafka`` (Spark's own connector). Not given, a new version keeps the running version's; a new version that
@@ -86,11 +91,16 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
         within seconds when its driver dies (docs/standby.md); False ends it; None (default) keeps the job's
         setting. Templated (``"true"``, ``"false"``, ``""``).
     :param enabled: a switch (bool or template rendering to true/false); when false the task skips itself.
+    :param output_asset: the example pipeline's output as an Airflow asset URI: each complete ``asset_every`` window of
+        event time (``watermark_delay`` behind the newest event) is announced to Airflow once (docs/assets.md); a
+        new version keeps the running version's unless given. Templated, as are ``asset_every`` and
+        ``watermark_delay`` (ISO 8601 durations, default PT1H and PT10M).
     """
 
     template_fields: Sequence[str] = ("job_home", "app_version", "application", "application_args", "topics",
                                       "group", "output_path", "starting_offsets", "spark_conf", "min_batches", "source",
-                                      "hot_standby", "enabled")
+                                      "hot_standby", "enabled", "output_asset", "asset_every", "watermark_delay",
+                                      "output_topic", "skip_replays")
     template_fields_renderers = {"spark_conf": "json", "application_args": "json"}
     #: Whether this task starts a new version of a job that runs (an upgrade's, a standby's, a check's): what it
     #: does not give then comes from the running version's submission (``ops.submission_plan``).
@@ -107,8 +117,12 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
                  deploy_mode: str | None = None, job_home_shared: bool = False,
                  defer_after_seconds: float | None = None, kafka_connector: str | None = None,
                  source: str | None = None, hot_standby: bool | str | None = None, enabled: bool | str = True,
-                 **kwargs: Any) -> None:
+                 output_asset: str | None = None, asset_every: str | None = None,
+                 watermark_delay: str | None = None, output_topic: str | None = None,
+                 skip_replays: bool | str = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.output_topic, self.skip_replays = output_topic, skip_replays
+        self.output_asset, self.asset_every, self.watermark_delay = output_asset, asset_every, watermark_delay
         self.enabled = enabled
         self.source = source
         self.hot_standby = hot_standby
@@ -197,7 +211,10 @@ class StreamSubmitOperator(JobHomeTask, BaseOperator):
             starting_offsets=self.starting_offsets, spark_conf=dict(self.spark_conf or {}),
             master=launcher.master(), deploy_mode=self.deploy_mode, executor_environment=environment,
             job_home_shared=True if self.job_home_shared else None, spark_conn_id=self.spark_conn_id,
-            kafka_conn_id=self.kafka_conn_id, kafka_connector=self._kafka_connector(), source=self.source or None)
+            kafka_conn_id=self.kafka_conn_id, kafka_connector=self._kafka_connector(), source=self.source or None,
+            output_asset=self.output_asset or None, asset_every=self.asset_every or None,
+            watermark_delay=self.watermark_delay or None, output_topic=self.output_topic or None,
+            skip_replays=flag(self.skip_replays, "skip_replays"))
         running = running_submission(home) if self.starts_a_new_version else None
         submission = plan_submission(request, job_home=self.job_home, bootstrap_servers=kafka["bootstrap.servers"],
                                      running=running)

@@ -47,7 +47,12 @@ def job_shown_state(home: JobHome, now: datetime | None = None, max_age: float =
     status read."""
     found, status = job_liveness(home, now, max_age)
     document = StatusDocument.parse(status)
-    return shown_state(document, found, None if found.alive else gave_up_on(home, document)), found, status
+    gave_up = None if found.alive else gave_up_on(home, document)
+    request = home.stop_request() if gave_up else None
+    if request:  # a stop after the give-up: a person decided it stays down
+        gave_up += (f"; acknowledged by {request.get('by')} at {request.get('requested_at')}: it stays stopped until "
+                    "it is started again")
+    return shown_state(document, found, gave_up), found, status
 
 
 def gave_up_on(home: JobHome, status: Mapping[str, Any] | StatusDocument | None) -> str | None:

@@ -121,15 +121,26 @@ def check_launch(launcher: Launcher, submission: Submission, extra_env: Mapping[
 
 def example_pipeline_args(*, job_home: str, bootstrap_servers: str, topics: Sequence[str], group: str,
                           output_path: str, app_version: str, starting_offsets: str = "earliest",
-                          source: str | None = None) -> list[str]:
-    """The example pipeline's arguments; a version of your own that takes the same arguments drops in."""
-    missing = [name for name, value in (("topics", list(topics)), ("group", group), ("output_path", output_path))
-               if not value]
+                          source: str | None = None, output_topic: str | None = None,
+                          skip_replays: bool = False) -> list[str]:
+    """The example pipeline's arguments; a version of your own that takes the same arguments drops in. Its output
+    is ``output_path`` (Parquet files) or ``output_topic`` (Kafka, exactly once: docs/sink.md)."""
+    missing = [name for name, value in (("topics", list(topics)), ("group", group),
+                                        ("output_path", output_path or output_topic)) if not value]
     if missing:
         raise InvalidInputError(f"the example pipeline needs {', '.join(missing)}; give them, or give your own "
                                 "application and its arguments", setting=tuple(missing))
+    if output_path and output_topic:
+        raise InvalidInputError("output_path and output_topic both name the example pipeline's output, which goes "
+                                "to one of them: give output_path for Parquet files or output_topic for a Kafka "
+                                "topic (exactly once)", setting=("output_path", "output_topic"))
+    if skip_replays and not output_topic:
+        raise InvalidInputError("skip_replays is the Kafka sink's: give output_topic with it, or drop it",
+                                setting="skip_replays")
     args = ["--home", job_home, "--bootstrap", str(bootstrap_servers), "--group", str(group),
-            "--output", str(output_path), "--app-version", str(app_version), "--starting-offsets", starting_offsets]
+            *(["--output", str(output_path)] if output_path else []), "--app-version", str(app_version),
+            "--starting-offsets", starting_offsets, *(["--output-topic", str(output_topic)] if output_topic else []),
+            *(["--skip-replays"] if skip_replays else [])]
     for topic in topics:
         args += ["--topic", str(topic)]
     if source:

@@ -25,6 +25,7 @@ from typing import Any
 from airflow_kafka_stream.checkpoint.reader import CheckpointPosition
 from airflow_kafka_stream.checkpoint.savepoints import validate_savepoint
 from airflow_kafka_stream.checkpoint.writer import append_batch, recover_incomplete_append
+from airflow_kafka_stream.core.asset_windows import rewind_note
 from airflow_kafka_stream.core.checkpoint_log import HDFS_PROVIDER
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.core.reset_plan import ResetPlan
@@ -247,7 +248,8 @@ def execute(ctx: JobContext, request: ResetRequest, drop_state: bool = False, al
         if export:
             export_csv(the_plan, export)
         outcome = ResetOutcome(plan=the_plan, targets=to_nested(targets), sources=_by_source(by_source),
-                               sink=sink_note(ctx.sink), checkpoint=ctx.checkpoint_url)
+                               sink=sink_note(ctx.sink) + rewind_note(ctx.home.announced_assets()),
+                               checkpoint=ctx.checkpoint_url)
         if drop_state:
             gen, url = ctx.home.new_generation("reset-drop-state", start_offsets=to_nested(targets))
             outcome = replace(outcome, generation=gen, checkpoint=url)

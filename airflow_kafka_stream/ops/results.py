@@ -84,10 +84,13 @@ class RestoreResult:
     checkpoint: str
     drop_state: bool
     sink: str
+    #: Records the job reads again: the checkpoint's position before the restore minus the savepoint's, summed over
+    #: partitions (an appending sink, the Kafka sink, writes them again); None when no position was known.
+    records_read_again: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"savepoint": self.savepoint.to_dict(), "generation": self.generation, "checkpoint": self.checkpoint,
-                "drop_state": self.drop_state, "sink": self.sink}
+                "drop_state": self.drop_state, "sink": self.sink, "records_read_again": self.records_read_again}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ seeded with the savepoint's offsets (Flink's allowNonRestoredState).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -26,12 +27,13 @@ from airflow_kafka_stream.checkpoint.savepoints import (
     validate_savepoint,
 )
 from airflow_kafka_stream.checkpoint.writer import recover_incomplete_append
+from airflow_kafka_stream.core.asset_windows import rewind_note
 from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.live_copy import live_savepoint_refusal
-from airflow_kafka_stream.core.offsets import to_nested
+from airflow_kafka_stream.core.offsets import records_read_again, to_nested
 from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals
+from airflow_kafka_stream.errors import InvalidInputError, JobStateError, Refusals, StreamError
 from airflow_kafka_stream.ops.guard import ensure_not_running, job_liveness
 from airflow_kafka_stream.ops.reset import refuse_seeding_several_sources
 from airflow_kafka_stream.ops.results import DeleteResult, PruneResult, RestoreResult, SavepointInfo
@@ -41,6 +43,8 @@ from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.low_priority import run_at_low_priority
 from airflow_kafka_stream.storage.operation import recorded_operation
+
+log = logging.getLogger(__name__)
 
 # Lazy imports: pyspark, only for the version a savepoint records: the control plane runs without Spark installed.
 
@@ -190,6 +194,7 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
         manifest = validate_savepoint(url, home.storage_options) if drop_state else read_manifest(
             url, home.storage_options)
         record["before"] = {"generation": home.current_generation()}
+        read_again = _read_again(home, manifest)
         # Dropping state restarts batch ids at 0; keeping it resumes after the savepoint's batch.
         next_batch = 0 if drop_state else manifest.batch_id + 1
         found = Refusals("the restore")
@@ -206,9 +211,26 @@ def restore(home: JobHome, savepoint_id: str, drop_state: bool = False, sink_pat
             gen, checkpoint = home.new_generation(
                 "restore", from_savepoint=savepoint_id,
                 populate=lambda target: restore_savepoint(url, target, home.storage_options))
-        result = RestoreResult(SavepointInfo.of(manifest), gen, checkpoint, drop_state, sink_note(sink))
+        result = RestoreResult(SavepointInfo.of(manifest), gen, checkpoint, drop_state,
+                               sink_note(sink) + rewind_note(home.announced_assets()), read_again)
         record["after"] = result.to_dict()
         return result
+
+
+def _read_again(home: JobHome, manifest) -> int | None:
+    """Records the restored job reads a second time (``core.offsets.records_read_again``); None when the current
+    checkpoint has no committed position or the savepoint no Kafka offsets."""
+    generation = home.current_generation()
+    if generation is None:
+        return None
+    try:
+        position = read_started_position(home.checkpoint_url(generation), home.storage_options)
+        current = position.committed_kafka_offsets() if position is not None else None
+        restored = manifest.kafka_sources().union()
+    except StreamError as exc:  # a checkpoint or savepoint the count cannot read: the restore goes on without it
+        log.warning("restore of %s: the records read again are not counted: %s", home.url, exc)
+        return None
+    return records_read_again(current, restored) if current is not None else None
 
 
 def _need_id(savepoint_id: str | None, action: str) -> str:

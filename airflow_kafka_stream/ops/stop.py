@@ -113,15 +113,21 @@ def look_stopped(home: JobHome) -> dict[str, Any]:
 
 
 def request_stop(home: JobHome, by: str | None = None) -> StopRequested:
-    """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere."""
+    """Ask a running job to drain and stop; returns whether it was running. The wait happens elsewhere.
+
+    A job that is down without having stopped (its driver died, or recovery gave up on it) gets the request too:
+    stopping it is the decision that it stays down, so the watchdog, the supervisor and a hot standby, which leave
+    a job with a stop request alone, do not start it again (on a give-up this is its acknowledgement). The next
+    start of the job clears the request."""
     with recorded_operation(home, "stop-request", {}, by=by) as record:
         running, status = job_is_running(home)
         record["before"] = _summary(StatusDocument.parse(status), status is not None)
-        if running:
-            home.request_stop(record["by"])
-        elif status is None:
+        if status is None:
             raise JobStateError(f"job {home.url} has never reported a status: there is nothing to stop")
-        record["after"] = {"requested": running}
+        kept_down = not running and written_state(status) != JobState.STOPPED.value
+        if running or kept_down:
+            home.request_stop(record["by"])
+        record["after"] = {"requested": running, "kept_stopped": kept_down}
         return StopRequested(running, written_state(status))
 
 

@@ -20,11 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from airflow_kafka_stream.core.asset_windows import asset_window, output_asset
+from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.ops.launcher import Submission, example_option, example_pipeline_args
 from airflow_kafka_stream.ops.submit import recorded_submission
 from airflow_kafka_stream.storage.jobhome import JobHome
 
 DEFAULT_MASTER = "local[*]"
+#: The example pipeline's flags of its output asset (docs/assets.md).
+ASSET_FLAGS = ("--output-asset", "--asset-every", "--watermark-delay")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,10 @@ class SubmissionRequest:
     topics: Sequence[str] = ()
     group: str | None = None
     output_path: str | None = None
+    #: The example pipeline's output topic, written exactly once (``--output-topic``, docs/sink.md).
+    output_topic: str | None = None
+    #: The example pipeline's Kafka sink skips records a rewind reads again (``--skip-replays``, docs/sink.md).
+    skip_replays: bool = False
     starting_offsets: str = "earliest"
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     master: str | None = None
@@ -48,15 +56,31 @@ class SubmissionRequest:
     kafka_connector: str | None = None
     #: The example pipeline's source (``--source``): kafka_stream or kafka; None keeps the running version's.
     source: str | None = None
+    #: The example pipeline's output asset (``--output-asset``, ``--asset-every``, ``--watermark-delay``; see
+    #: docs/assets.md); None keeps the running version's.
+    output_asset: str | None = None
+    asset_every: str | None = None
+    watermark_delay: str | None = None
+
+    def asset_options(self) -> list[tuple[str, str]]:
+        """The example pipeline's asset flags this start gives (refused, named, when the pipeline would refuse
+        them)."""
+        output_asset(self.output_asset)
+        if self.asset_every:
+            asset_window(self.asset_every)
+        if self.watermark_delay:
+            parse_duration(self.watermark_delay, "watermark_delay")
+        given = zip(ASSET_FLAGS, (self.output_asset, self.asset_every, self.watermark_delay), strict=True)
+        return [(flag, str(value)) for flag, value in given if value]
 
     @property
     def names_example_settings(self) -> bool:
-        return bool(self.topics or self.group or self.output_path)
+        return bool(self.topics or self.group or self.output_path or self.output_topic)
 
     @property
     def uses_example_arguments(self) -> bool:
         """Rule 1: the example pipeline's arguments are what this start passes."""
-        example_complete = bool(self.topics and self.group and self.output_path)
+        example_complete = bool(self.topics and self.group and (self.output_path or self.output_topic))
         return not self.application_args and (not self.application or example_complete)
 
 
@@ -83,6 +107,8 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
             arguments = _with_option(running.application_args, "--app-version", str(request.app_version))
             if request.source:
                 arguments = _with_option(arguments, "--source", request.source)
+            for flag, value in request.asset_options():
+                arguments = _with_option(arguments, flag, value)
             return replace(running, app_version=str(request.app_version), application_args=arguments, **given)
     arguments = tuple(str(arg) for arg in request.application_args)
     source = request.source or (example_option(running.application_args, "--source") if running is not None else None)
@@ -90,9 +116,19 @@ def plan_submission(request: SubmissionRequest, *, job_home: str, bootstrap_serv
         arguments = tuple(example_pipeline_args(
             job_home=job_home, bootstrap_servers=bootstrap_servers, topics=list(request.topics),
             group=request.group or "", output_path=request.output_path or "", app_version=str(request.app_version),
-            starting_offsets=request.starting_offsets, source=source))
+            starting_offsets=request.starting_offsets, source=source, output_topic=request.output_topic,
+            skip_replays=request.skip_replays))
+        for flag, value in request.asset_options() or _asset_options(running):
+            arguments = _with_option(arguments, flag, value)
     given.setdefault("master", DEFAULT_MASTER)
     return Submission(str(request.app_version), request.application, arguments, **given)
+
+
+def _asset_options(running: Submission | None) -> list[tuple[str, str]]:
+    """The running version's asset flags, which a new version of the example's arguments keeps (as its source)."""
+    if running is None:
+        return []
+    return [(flag, value) for flag in ASSET_FLAGS if (value := example_option(running.application_args, flag))]
 
 
 def running_submission(home: JobHome) -> Submission | None:

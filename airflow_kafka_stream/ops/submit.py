@@ -22,20 +22,30 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_kafka_stream.core.batch_marker import marker_group, transactional_id
 from airflow_kafka_stream.core.driver_log import driver_error
 from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.job_watch import WaitStatus, WatchSpec
 from airflow_kafka_stream.core.redaction import redact_text
 from airflow_kafka_stream.core.status_document import StatusDocument, written_state
 from airflow_kafka_stream.core.submit_rules import SubmitAction, decide_submit
-from airflow_kafka_stream.errors import InvalidInputError, JobStateError, OperationIncompleteError
+from airflow_kafka_stream.errors import (
+    InvalidInputError,
+    JobStateError,
+    KafkaAccessError,
+    OperationIncompleteError,
+    StreamError,
+)
 from airflow_kafka_stream.kafka import metadata
+from airflow_kafka_stream.kafka.transactions import check_transactions
 from airflow_kafka_stream.ops.launcher import (
     CLIENT_CONFIG_ENV,
+    EXAMPLE_PIPELINE,
     LaunchedDriver,
     Launcher,
     Submission,
     check_launch,
+    example_option,
     example_pipeline_topics,
 )
 from airflow_kafka_stream.ops.results import SubmitResult
@@ -110,6 +120,7 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
             result = SubmitResult(ALREADY_RUNNING, decision.reason, version, now.isoformat())
             record["after"] = result.to_dict()
             return result
+        check_sink_transactions(submission, launcher)  # here: it fences a driver of the job, and none runs now
         driver = launcher.launch(submission, driver_log_path(home, now))
         home.record_launch({"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
                             "app_version": version, "log": driver.log, "application_id": driver.application_id})
@@ -130,6 +141,22 @@ def check_topics_exist(submission: Submission, launcher: Launcher) -> None:
             metadata.list_topic_partitions(launcher.kafka, topics=topics)
         except InvalidInputError as exc:
             raise InvalidInputError(f"nothing was launched: {exc}", setting="topics") from exc
+
+
+def check_sink_transactions(submission: Submission, launcher: Launcher) -> None:
+    """Refuse, before its driver is launched, a submission of the example pipeline writing to a Kafka topic
+    (``--output-topic``) on a cluster that will not give its transactional sink transactions (no transaction log,
+    an ACL refusing its transactional id or marker group): its first batch would fail with that minutes later."""
+    args = submission.application_args
+    topic = example_option(args, "--output-topic") if submission.program == EXAMPLE_PIPELINE else None
+    if not topic:
+        return
+    job = example_option(args, "--job-name") or str(example_option(args, "--home")).rstrip("/").rsplit("/", 1)[-1]
+    try:
+        check_transactions(launcher.kafka, transactional_id(job, topic),
+                           marker_group(str(example_option(args, "--group"))), topic)
+    except StreamError as exc:
+        raise KafkaAccessError(f"nothing was launched: {exc}") from None
 
 
 def replay(home: JobHome, app_version: str, launcher: Launcher, *, by: str | None = None,

@@ -7,10 +7,14 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from airflow_kafka_stream.core.batch_marker import transactional_id
 from airflow_kafka_stream.core.durations import parse_duration
 from airflow_kafka_stream.core.lag_window import Clock, Look, bound, evaluate_window, resets_of
+from airflow_kafka_stream.core.output_check import OutputCheck
+from airflow_kafka_stream.core.sink import KAFKA
 from airflow_kafka_stream.core.verify import Status, VerifyResult
 from airflow_kafka_stream.kafka.control_inputs import verify_job
+from airflow_kafka_stream.kafka.transactions import stable_and_high
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import job_is_running
 from airflow_kafka_stream.ops.inspect import position, unstarted
@@ -39,9 +43,20 @@ def verify(ctx: JobContext, stall_threshold: str | timedelta = "PT10M", now: dat
     now = now or datetime.now(UTC)
     span = parse_duration(window, "window") if isinstance(window, str) else window
     result = with_time_lag(ctx.kafka_config, _verify_partitions(ctx, stall_threshold, now), now)
+    result = replace(result, output=_output_check(ctx, now))
     if ctx.home is None or not result.group:
         return result
     return replace(result, window=_judge_window(ctx, result, span, now, record))
+
+
+def _output_check(ctx: JobContext, now: datetime) -> OutputCheck | None:
+    """The transactional Kafka sink's output topic (job.json's sink of kind kafka): is a transaction open on it?"""
+    sink = ctx.sink
+    if sink is None or sink.kind != KAFKA or not sink.path or ctx.home is None:
+        return None
+    topic = sink.path.rstrip("/").rsplit("/", 1)[-1]
+    return OutputCheck(topic, stable_and_high(ctx.require_kafka(), topic), job_is_running(ctx.home, now)[0],
+                       transactional_id(ctx.name, topic))
 
 
 def _judge_window(ctx: JobContext, result: VerifyResult, span: timedelta, now: datetime, record: bool):

@@ -46,7 +46,11 @@ def operate_section(home: str, allowed: Iterable[str], state: str | None, savepo
     """The forms of the actions in ``allowed`` (none for a user who may trigger none), and this job's runs."""
     allowed = set(allowed)
     forms = []
-    if "stop" in allowed:
+    if "stop" in allowed and state == "GAVE_UP":  # stopping it is the acknowledgement: it stays down (ops.stop)
+        forms.append(_form("stop", home, _check("savepoint", "with a savepoint") + " "
+                           + '<button type="submit">Acknowledge: keep it stopped</button>'
+                           + '<span class="muted"> recovery leaves it alone until it is started again</span>'))
+    elif "stop" in allowed:
         forms.append(_form("stop", home, _check("savepoint", "with a savepoint", on=True) + " " + _button("stop")))
     if "upgrade" in allowed:
         forms.append(_form("upgrade", home, _field("new_version", "version", required=True) + " "

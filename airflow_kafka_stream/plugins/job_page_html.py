@@ -162,12 +162,34 @@ def _summary(s: dict[str, Any]) -> str:
         rows.append(("Hot standby" if standby.get("hot") else "Standby",
                      _cell(standby_text(standby), css="OK" if standby.get("state") == "READY" else ("bad" if standby.get("state") == "NONE"
                                                                              else ""))))
+    rows += _output_rows(s)
     if s.get("error"):
         rows.append(("Error", _cell(s["error"], css="bad")))
     if (s.get("metrics") or {}).get("failing"):
         rows.append(("Metrics", _cell(f"failing: {s['metrics'].get('last_error')}", css="bad")))
     return '<table class="summary"><tbody>' + "".join(
         f"<tr><th>{escape(k)}</th>{v}</tr>" for k, v in rows) + "</tbody></table>"
+
+
+def _output_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The sink, the Kafka sink's last committed batch and transactions, the output asset's announced windows."""
+    rows = [("Sink", _cell(s["sink"]))] if s.get("sink") else []
+    kafka = s.get("kafka_sink")
+    if kafka:
+        last = kafka.get("last_committed") or {}
+        counts = kafka.get("transactions") or {}
+        text = (f"last committed batch {last.get('batch_id')} (generation {last.get('generation')})" if last else
+                "no batch committed yet") + "; transactions this run: " + ", ".join(
+            f"{counts.get(k, 0)} {k}" for k in ("committed", "aborted", "fenced", "skipped")) + (
+            f"; skips replays ({kafka.get('replays_skipped_this_run') or 0} replayed record(s) skipped this run)"
+            if kafka.get("skip_replays") else "")
+        rows.append(("Kafka sink", _cell(text, css="bad" if counts.get("fenced") else "")))
+    assets = s.get("assets")
+    if assets:
+        text = (f"{assets.get('uri')}: announced through {assets.get('announced_through') or 'nothing yet'}, "
+                f"{assets.get('waiting')} window(s) waiting" + (f"; {assets['error']}" if assets.get("error") else ""))
+        rows.append(("Output asset", _cell(text, css="bad" if assets.get("error") else "")))
+    return rows
 
 
 def _partitions(rows: list[dict[str, Any]]) -> str:

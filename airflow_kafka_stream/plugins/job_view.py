@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_kafka_stream.core.redaction import redact, redact_text, secret_values
-from airflow_kafka_stream.errors import StreamError
+from airflow_kafka_stream.core.sink import sink_from_spec
+from airflow_kafka_stream.errors import InvalidInputError, StreamError
 from airflow_kafka_stream.storage import layout
 from airflow_kafka_stream.storage.jobhome import JobHome
 
@@ -106,7 +107,20 @@ def summary(home: JobHome, now: datetime) -> dict[str, Any]:
         "time_lag_seconds": status.time_lag.max_seconds if status.time_lag is not None else None,
         "metrics": status.metrics,
         "standby": status.standby,
+        **outputs(home),
     }
+
+
+def outputs(home: JobHome) -> dict[str, Any]:
+    """What the job writes: its sink as job.json records it, the transactional Kafka sink's last committed batch
+    and transactions, and the output asset's announced windows (from the driver's status)."""
+    try:
+        sink = sink_from_spec(home.spec() if home.exists() else {})
+    except InvalidInputError:
+        sink = None
+    written = home.status() or {}
+    return {"sink": sink.describe() if sink is not None else None, "kafka_sink": written.get("kafka_sink"),
+            "assets": written.get("assets")}
 
 
 def verified(home: JobHome, kafka_config: dict[str, Any]) -> dict[str, Any]:

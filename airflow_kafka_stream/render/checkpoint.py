@@ -137,7 +137,8 @@ def verify_text(result: VerifyResult) -> str:
         f"with problems; total lag {result.total_lag}"
     )
     return "\n".join([*([f"note: {result.note}"] if result.note else []), *table(columns, rows), summary,
-                      *group_lines(result), *window_lines(result)])
+                      *group_lines(result), *window_lines(result),
+                      *([result.output.describe()] if result.output is not None else [])])
 
 
 def group_lines(result: VerifyResult) -> list[str]:

@@ -27,8 +27,11 @@ def plan_text(plan: ResetPlan) -> str:
         for r in plan.rows
     ]
     changed = sum(1 for r in plan.rows if r.in_scope and r.target != r.checkpoint_offset)
+    again = plan.read_again()
     summary = (f"reset {plan.strategy.description}; scope: {plan.scope.describe()}; "
-               f"{changed} partition(s) change, {len(plan.warnings)} warning(s)")
+               f"{changed} partition(s) change, {len(plan.warnings)} warning(s)"
+               + (f"; {again} record(s) are read again (a Kafka sink writes them again unless it skips replays)"
+                  if again else ""))
     return "\n".join([*table(PLAN_COLUMNS, rows), summary])
 
 

@@ -56,4 +56,6 @@ def restore_text(result: RestoreResult) -> str:
            else f"copy of the savepoint; Spark resumes after batch {sp.batch_id}")
     return (f"restored savepoint {sp.id} into checkpoint generation {result.generation}:\n"
             f"  {result.checkpoint}\n  {how}\n  offsets: {sp.offsets}\n  sink: {result.sink}\n"
-            "Start the job to continue from there.")
+            + (f"  {result.records_read_again} record(s) are read again (a Kafka sink writes them again "
+               "unless it skips replays: see the sink line)\n" if result.records_read_again else "")
+            + "Start the job to continue from there.")

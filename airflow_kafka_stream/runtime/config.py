@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_kafka_stream.core.sink import resolve_sink
+from airflow_kafka_stream.core.asset_windows import OutputAsset, output_asset
+from airflow_kafka_stream.core.sink import Sink, resolve_sink
 from airflow_kafka_stream.core.spark_kafka_options import KAFKA_STREAM_FORMAT, check_source_format
 from airflow_kafka_stream.core.values import seconds
 from airflow_kafka_stream.errors import InvalidInputError
@@ -58,6 +59,9 @@ class StreamConfig:
     #: "file" (Spark's file sink, the default for a sink_path) or "idempotent" (output replaced per batch id);
     #: recorded in job.json, it decides what a reset or restore must keep whole (see core.sink).
     sink_kind: str | None = None
+    #: With the Kafka sink (``sink_kind="kafka"``): records a rewind (a reset, a restore) reads again are not written
+    #: again; the sink keeps how far it wrote each input partition in its transactions (docs/sink.md).
+    skip_replays: bool = False
     #: A warm standby that gets no go within this long ends itself (its upgrade died or forgot it).
     standby_max_wait_seconds: float = 3600.0
     #: A warm standby reports READY only once the source of the query it started ahead of its go has answered
@@ -66,6 +70,14 @@ class StreamConfig:
     #: The driver's Prometheus scrape endpoint (0: any free port, shown in the status); None: the
     #: ``AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT`` environment variable, else none. See docs/metrics.md.
     prometheus_port: int | None = None
+    #: The output as an Airflow asset (its URI, e.g. ``file:///lake/orders``): each ``asset_every`` window of event
+    #: time the query's watermark completes is announced to Airflow once (docs/assets.md). The query must define
+    #: an event-time watermark (``withWatermark``).
+    output_asset: str | None = None
+    asset_every: str = "PT1H"
+    #: The least time between two RUNNING OpenLineage events of the driver; None: the
+    #: ``AIRFLOW_KAFKA_STREAM_LINEAGE_INTERVAL`` environment variable, else 60. See docs/lineage.md.
+    lineage_interval_seconds: float | None = None
 
     def validate(self) -> None:
         if not self.job_name:
@@ -82,7 +94,22 @@ class StreamConfig:
             seconds(getattr(self, name), name)
         seconds(self.clock_skew_seconds, "clock_skew_seconds", allow_zero=True)
         check_client_config(self.client_config())  # the same refusal the control plane gives
-        resolve_sink(None, self.sink_kind, self.sink_path)  # refuses an unknown kind or a file sink without path
+        self.sink()  # refuses an unknown kind, a file sink without path, skip_replays without the Kafka sink
+        self.asset()
+
+    def sink(self) -> Sink | None:
+        """The sink the job declares (core.sink), with its ``skip_replays``; None when it declares none."""
+        declared = resolve_sink(None, self.sink_kind, self.sink_path)
+        if declared is None:
+            if self.skip_replays:
+                raise InvalidInputError("skip_replays is the Kafka sink's: give output_topic (sink_kind kafka)",
+                                        setting="skip_replays")
+            return None
+        return Sink(declared.kind, declared.path, self.skip_replays)
+
+    def asset(self) -> OutputAsset | None:
+        """The declared output asset, checked (None when the job declares none)."""
+        return output_asset(self.output_asset, self.asset_every)
 
     def client_config(self) -> dict[str, Any]:
         return {**self.kafka_options, "bootstrap.servers": self.bootstrap_servers}

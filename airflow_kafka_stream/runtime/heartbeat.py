@@ -214,6 +214,8 @@ class Heartbeat:
         doc["metrics"] = metrics.status_field() if metrics is not None else None
         doc["time_lag"] = self.time_lag.document()
         doc["time_lag_samples"] = self.time_lag.samples()
+        for name, part in list(run.status_parts.items()):
+            doc[name] = part()
         now = utc_now()  # stamped last: the heartbeat says when the document was complete
         doc["heartbeat"], doc["heartbeat_epoch"] = now.isoformat(), now.timestamp()
         return doc

@@ -53,6 +53,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec("heartbeat.age", "gauge", "s", "seconds since the driver last wrote its status (heartbeat)"),
     _spec("savepoint.age", "gauge", "s", "seconds since the job's newest savepoint was taken (absent: none)"),
     _spec("hot_standby.ready", "gauge", "1", "1 while the job's hot standby is READY to take it over, else 0"),
+    _spec("sink.transactions", "counter", "{transaction}",
+          "transactions of the transactional Kafka sink in this run, by outcome (committed, aborted, fenced)"),
+    _spec("sink.transaction.duration", "gauge", "s", "how long the Kafka sink's last committed transaction took"),
 )
 METRIC_NAMES = tuple(spec.name for spec in METRICS)
 
@@ -132,6 +135,12 @@ def metric_points(status: Mapping[str, Any], job: Mapping[str, Any], batch: Batc
     points[name("heartbeat.age")] = one(None if heartbeat_age is None else max(heartbeat_age, 0.0))
     points[name("savepoint.age")] = one(None if savepoint_epoch is None else max(now - savepoint_epoch, 0.0))
     points[name("hot_standby.ready")] = one(None if hot_standby_ready is None else float(hot_standby_ready))
+    sink = status.get("kafka_sink") if isinstance(status.get("kafka_sink"), Mapping) else None
+    if sink is not None:  # a job writing through the transactional Kafka sink
+        counts = sink.get("transactions") if isinstance(sink.get("transactions"), Mapping) else {}
+        points[name("sink.transactions")] = [(float(_number(counts.get(outcome)) or 0), {**job, "outcome": outcome})
+                                             for outcome in ("committed", "aborted", "fenced")]
+        points[name("sink.transaction.duration")] = one(_number(sink.get("last_transaction_seconds")))
     return points
 
 

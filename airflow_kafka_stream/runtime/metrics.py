@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +27,7 @@ from typing import Any
 
 from airflow_kafka_stream.checkpoint.savepoints import list_savepoints
 from airflow_kafka_stream.core.metrics_settings import CONSOLE, OTLP, PROMETHEUS, MetricsSettings, read_settings
+from airflow_kafka_stream.core.redaction import without_userinfo
 from airflow_kafka_stream.core.standby import StandbyState, is_hot, is_live
 from airflow_kafka_stream.runtime.metric_values import (
     METRICS,
@@ -57,10 +57,6 @@ EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.metric_exporter",
                     "opentelemetry.exporter.otlp.proto.grpc.metric_exporter")
 
 
-def _without_userinfo(text: str) -> str:
-    return re.sub(r"//[^/@\s]+@", "//***@", text)
-
-
 class ExportHealth(logging.Filter):
     """Whether the last export succeeded; the SDK exporter's messages are kept (not logged) as its error."""
 
@@ -73,7 +69,7 @@ class ExportHealth(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.WARNING and self._message is None:  # the first says why (refused...)
-            self._message = _without_userinfo(record.getMessage())[:300]
+            self._message = without_userinfo(record.getMessage())[:300]
         return False
 
     def ended(self, ok: bool, error: str | None = None) -> None:
@@ -82,7 +78,7 @@ class ExportHealth(logging.Filter):
                 log.info("metrics export to %s works again", self.where)
             self.failing, self._message = False, None
             return
-        cause = _without_userinfo(error or self._message or "the export failed")
+        cause = without_userinfo(error or self._message or "the export failed")
         self.last_error = f"export to {self.where}: {cause}"[:300]
         self._message = None
         self.failing = True
@@ -102,7 +98,7 @@ class FigureHealth:
         try:
             value = reader()
         except Exception as exc:  # noqa: BLE001 - a figure must never fail the job; it shows as failing
-            error = _without_userinfo(f"{what} not read: {type(exc).__name__}: {exc}")[:300]
+            error = without_userinfo(f"{what} not read: {type(exc).__name__}: {exc}")[:300]
             with self._lock:
                 first = what not in self._errors
                 self._errors[what] = error
@@ -159,7 +155,7 @@ class JobMetrics:
         #: How often the runtime looks up the newest savepoint: with each export, at most every 10 s.
         self.savepoint_lookup_seconds = max(settings.interval_seconds, SAVEPOINT_LOOKUP_SECONDS)
         where = settings.endpoint or "the OTLP default endpoint"
-        self.health = ExportHealth(_without_userinfo(where)) if OTLP in settings.exporters else None
+        self.health = ExportHealth(without_userinfo(where)) if OTLP in settings.exporters else None
 
     def start(self) -> None:
         """Make the readers (the OTLP one starts the SDK's export thread) and register the instruments.

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from airflow_kafka_stream.core.asset_windows import parse_time
 from airflow_kafka_stream.core.offsets import PartitionOffsets, parse_offsets_json, records_behind
 from airflow_kafka_stream.errors import CheckpointFormatError
 
@@ -74,6 +76,16 @@ class BatchProgress:
     latest_offsets: PartitionOffsets | None = None
     #: The Kafka offsets the batch started at (its sources' ``startOffset``; None when none reports one).
     start_offsets: PartitionOffsets | None = None
+    #: The event-time watermark the batch ran with (``eventTime.watermark``; None without one, or still at 0).
+    watermark: datetime | None = None
+    #: The oldest event time the batch read (``eventTime.min``; None when the query has no watermark).
+    event_time_min: datetime | None = None
+
+
+def _event_time(event_time: Mapping[str, Any], name: str) -> datetime | None:
+    """A time of the progress's ``eventTime`` (``2026-12-04T09:00:00.000Z``); Spark's 0 (no watermark yet) is None."""
+    moment = parse_time(event_time.get(name))
+    return moment if moment is not None and moment.timestamp() > 0 else None
 
 
 def progress_from_json(text: str) -> BatchProgress:
@@ -88,4 +100,6 @@ def progress_from_json(text: str) -> BatchProgress:
         backlog=batch_backlog(data.get("sources") or []),
         latest_offsets=batch_end_offsets([source.get("latestOffset") for source in data.get("sources") or []]),
         start_offsets=batch_end_offsets([source.get("startOffset") for source in data.get("sources") or []]),
+        watermark=_event_time(data.get("eventTime") or {}, "watermark"),
+        event_time_min=_event_time(data.get("eventTime") or {}, "min"),
     )

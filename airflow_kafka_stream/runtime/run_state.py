@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,8 @@ from airflow_kafka_stream.runtime.config import utc_now
 
 #: Lag samples kept in the status file (one per batch of this run; a few KB).
 LAG_SAMPLES = 120
+#: How long a part of the run may take to close when the run ends (the output asset's last windows, the sink).
+PART_CLOSE_SECONDS = 15.0
 
 
 @dataclass(eq=False)
@@ -53,11 +56,23 @@ class RunState:
     #: Set when the driver found another driver holding the job (``Heartbeat.still_owner``): it writes nothing
     #: of the job from then on, not even its final status.
     superseded: bool = False
+    #: Set when the query was stopped at once (a kill request, a drain given up), not drained: an aborted run.
+    stopped_at_once: bool = False
     #: Set once the job was taken (a start refused or failed is done again in full when retried).
     prepared: bool = False
     #: True while a standby rehearses the job's query (``generation`` then reads 0).
     rehearsing: bool = False
     generation: int | None = None
+    #: Status fields of the run's optional parts (the output asset's announcer, the transactional Kafka sink):
+    #: field name -> its document now.
+    status_parts: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    #: What the run closes when it ends, after its final status, each given a bound in seconds.
+    closers: list[Callable[[float], Any]] = field(default_factory=list)
+
+    def add_part(self, name: str, document: Callable[[], Any], close: Callable[[float], Any]) -> None:
+        """An optional part of the run: its status field ``name`` and how it closes when the run ends."""
+        self.status_parts[name] = document
+        self.closers.append(close)
     checkpoint_location: str | None = None
     starting_offsets: str = ""
     #: A standby's binding file: the options of the query it built before its go (``source/binding.py``).

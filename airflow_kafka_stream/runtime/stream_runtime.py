@@ -28,14 +28,10 @@ built (after ``read_stream``) as FAILED instead of leaving a STARTING heartbeat:
         result = runtime.run(writer)
     sys.exit(result.exit_code)
 
-This module is the runtime's facade: it makes the run's shared state (:class:`~airflow_kafka_stream.runtime.
-run_state.RunState`), composes the components that receive it (or what little they need) in their constructors,
-and does the run itself (start the query, record batches, finish). The components, in modules named for what they
-do: ``takeover`` (:class:`Takeover`, the start protocol), ``source_setup`` (:class:`SourceSetup`, source options,
-the checkpoint's Hadoop name), ``supervision`` (:class:`Supervision`, stop requests and the drain), ``heartbeat``
-(:class:`Heartbeat`, status, heartbeat, fencing) and ``metrics`` (:class:`RuntimeMetrics`, made only when metrics
-are configured); they call one another only through the references given to them. ``config`` holds
-:class:`StreamConfig`; docs/architecture.md has a table of who owns and reads what.
+This module is the runtime's facade: it makes the run's shared state (``run_state.RunState``), composes the
+components that receive it (``takeover``, ``source_setup``, ``supervision``, ``heartbeat``; ``metrics``,
+``lineage``, ``asset_announcer`` and ``kafka_sink`` when configured; they call one another only through the
+references given to them) and does the run itself. docs/architecture.md has a table of who owns and reads what.
 """
 
 from __future__ import annotations
@@ -49,15 +45,19 @@ from airflow_kafka_stream.core.job_state import JobState
 from airflow_kafka_stream.core.offsets import PartitionOffsets, to_nested
 from airflow_kafka_stream.core.redaction import redact_text, secret_values
 from airflow_kafka_stream.errors import JobStateError
+from airflow_kafka_stream.runtime.airflow_api import AirflowApi
+from airflow_kafka_stream.runtime.asset_announcer import AssetAnnouncer
 from airflow_kafka_stream.runtime.config import EXIT_FAILED, EXIT_OK, RunResult, StreamConfig, utc_now
 from airflow_kafka_stream.runtime.group_committer import GroupCommitter, KafkaGroupCommit
 from airflow_kafka_stream.runtime.heartbeat import Heartbeat, application_id, jvm_pid
+from airflow_kafka_stream.runtime.kafka_sink import attach_kafka_sink, pause
 from airflow_kafka_stream.runtime.lag_sampler import LagSampler
+from airflow_kafka_stream.runtime.lineage import RuntimeLineage
 from airflow_kafka_stream.runtime.listener import BatchListener
 from airflow_kafka_stream.runtime.metrics import JobMetrics, RuntimeMetrics, metrics_settings
 from airflow_kafka_stream.runtime.progress import BatchProgress
 from airflow_kafka_stream.runtime.rehearsal import RehearsalSink
-from airflow_kafka_stream.runtime.run_state import LAG_SAMPLES, RunState
+from airflow_kafka_stream.runtime.run_state import LAG_SAMPLES, PART_CLOSE_SECONDS, RunState
 from airflow_kafka_stream.runtime.skipped_offsets import SkippedOffsets
 from airflow_kafka_stream.runtime.source_setup import SourceSetup
 from airflow_kafka_stream.runtime.standby import Standby
@@ -84,9 +84,8 @@ class StreamRuntime:
         self.home = JobHome(home_url, config.storage_options)
         self.run_state = run = RunState(starting_offsets=config.starting_offsets)
         self.skipped = SkippedOffsets(self.home, config.job_name)
-        #: Batches whose progress reports no latest offsets (readMode=driver) are sampled from Kafka for the lag
-        #: plot (``RunState.lag_samples``) instead, at most once a heartbeat interval: then the records waiting
-        #: after the batch.
+        #: Batches whose progress reports no latest offsets (readMode=driver) are sampled from Kafka for the lag plot
+        #: (``RunState.lag_samples``), at most once a heartbeat interval: then the records waiting after the batch.
         self.lag_sampler = LagSampler.for_kafka(config.client_config(), self._add_lag_sample, config.heartbeat_seconds)
         #: The lag in seconds (status ``time_lag``), measured at most once a heartbeat interval on its own thread.
         self.time_lag = TimeLagSampler.for_kafka(config.client_config(), config.heartbeat_seconds,
@@ -95,6 +94,11 @@ class StreamRuntime:
         self.committer = GroupCommitter(KafkaGroupCommit(config.client_config(), config.group_id))
         self.standby = Standby.from_env(self.home, config.app_version, config.heartbeat_seconds,
                                         config.standby_max_wait_seconds)
+        asset = config.asset()
+        #: Announces the output asset's complete windows to Airflow (docs/assets.md), when the job declares one.
+        self.assets = AssetAnnouncer(asset, self.home, config.job_name, AirflowApi.from_env()) if asset else None
+        if self.assets is not None:
+            run.add_part("assets", self.assets.document, self.assets.close)
         # The components, each given what it needs (see docs/architecture.md, "The runtime's components").
         self.heartbeat = Heartbeat(run, config, self.home, committer=self.committer, skipped=self.skipped,
                                    time_lag=self.time_lag, metrics=lambda: self.metrics,
@@ -103,6 +107,7 @@ class StreamRuntime:
                                         silence=self.heartbeat.silence, time_lag=self.time_lag)
                          if settings is not None else None)
         self.metrics: JobMetrics | None = self._metrics.job_metrics if self._metrics is not None else None
+        self.lineage = RuntimeLineage.from_env(config, getattr(spark, "version", None), run)  # None: not configured
         self.source = SourceSetup(run, config, self.home, spark, self.standby, prepare=self.prepare,
                                   generation=lambda: self.generation)
         self.supervision = Supervision(run, config, self.home, self.heartbeat, self._record_batch)
@@ -154,11 +159,9 @@ class StreamRuntime:
     def foreach_batch(self, function: Callable[[Any, int], None]) -> Callable[[Any, int], None]:
         """``function(batch_df, batch_id)`` as the query's ``foreachBatch`` function, behind the drain's batch gate.
 
-        A stop drains the query after its running batch. This project's source plans nothing once a stop is
-        requested; Spark's own connector cannot be told so and may plan one more batch. Through this wrapper such
-        a batch is held before ``function`` runs and withdrawn from the checkpoint (``Supervision.gate``), so the
-        drain ends after the running batch with either source. Use it for the job's own batch function, not for a
-        rehearsal's.
+        A stop drains the query after its running batch. This project's source plans nothing once a stop is requested;
+        Spark's own connector may plan one more batch, which this wrapper holds before ``function`` runs and withdraws
+        from the checkpoint (``Supervision.gate``). Use it for the job's own batch function, not for a rehearsal's.
         """
         gate, owner = self.supervision.gate, self.supervision.require_owner
 
@@ -169,13 +172,16 @@ class StreamRuntime:
 
         return gated
 
+    def kafka_sink(self, topic: str, **options: Any) -> Callable[[Any, int], None]:
+        """The foreachBatch function writing each batch to ``topic`` exactly once (``runtime/kafka_sink.py``)."""
+        return self.foreach_batch(attach_kafka_sink(self, topic, **options).write)
+
     def spark_checkpoint_location(self, location: str | None = None) -> str:
         """The checkpoint's name for Spark's Hadoop file systems (see :meth:`SourceSetup.spark_checkpoint_location`)."""
         return self.source.spark_checkpoint_location(location)
 
     def status(self) -> dict[str, Any]:
-        """The status document as it would be written now."""
-        return self.heartbeat.status()
+        return self.heartbeat.status()  # the status document as it would be written now
 
     # -- the job's code between prepare and run ----------------------------------------------------
     @property
@@ -241,7 +247,7 @@ class StreamRuntime:
         run, takeover, supervision = self.run_state, self.takeover, self.supervision
         try:
             if self.source.standing_by() and run.defined_in_standby:
-                self.prepare(warm_up=lambda: self._warm_up_query(writer, rehearsal_sink))
+                self.prepare(warm_up=lambda: takeover.warm_up_query(writer, rehearsal_sink))
             self.prepare()
         except BaseException:
             takeover.cancel_ahead()
@@ -263,6 +269,8 @@ class StreamRuntime:
             batch_listener.query_id = run.query_ids[0]
             self.heartbeat.set_state(JobState.RUNNING)
             takeover.query_started()
+            if self.lineage is not None:  # a standby gets here only after its go: the job is its own now
+                self.lineage.start(run.last_offsets, run.last_batch_id)
             by_request = supervision.supervise()
         except Exception as exc:  # noqa: BLE001 - recorded as FAILED in the status and the result
             self._record_error(exc)
@@ -273,24 +281,6 @@ class StreamRuntime:
             supervision.restore_sigterm_handler(previous_handler)
             self._remove_listener(batch_listener.listener)
         return self._finish(clear_request=by_request)
-
-    def _warm_up_query(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
-        """A standby's work before READY: rehearse the query, then start it ahead of the go."""
-        self._rehearse_writer(writer, rehearsal_sink)
-        if not self.standby.rehearsal_request().get("check"):
-            self.takeover.start_ahead(writer)
-
-    def _rehearse_writer(self, writer, rehearsal_sink: RehearsalSink | None) -> None:
-        if getattr(writer, "_df", None) is None:
-            log.warning("job %s: the writer has no DataFrame to rehearse (not a classic DataStreamWriter); "
-                        "rehearsing the source alone", self.config.job_name)
-            self.takeover.warm_up()
-            return
-        self.run_state.rehearsing = True
-        try:
-            self.takeover.rehearse_query(writer, rehearsal_sink)
-        finally:
-            self.run_state.rehearsing = False
 
     def _on_batch(self, progress: BatchProgress) -> None:
         offsets = progress.end_offsets
@@ -308,7 +298,12 @@ class StreamRuntime:
         self.time_lag.batch_committed(progress.start_offsets or previous, offsets, progress.numInputRows or 0)
         if not self.heartbeat.still_owner():
             return  # a batch a superseded driver finished: the group is the other driver's
+        pause("spark-committed", progress.batchId)
         self._record_batch(progress.batchId, offsets, records=progress.numInputRows or 0)
+        if self.assets is not None:
+            self.assets.batch_committed(progress, self.run_state.generation)
+        if self.lineage is not None:
+            self.lineage.batch(progress.batchId, offsets)  # RUNNING with the position, at a bounded rate
 
     def _add_lag_sample(self, batch_id: int, records_waiting: int) -> None:
         with self.run_state.lock:
@@ -360,8 +355,12 @@ class StreamRuntime:
         # delay the STOPPED an upgrade waits for.
         self.lag_sampler.close()
         self.time_lag.close()
+        for close in run.closers:  # the run's optional parts: announce the last windows, end the sink's producer
+            close(PART_CLOSE_SECONDS)
         if self.metrics is not None:
             self.metrics.close()  # one last export (up 0, the final state), bounded
+        if self.lineage is not None:
+            self.lineage.end(offsets, batch_id, run.error, run.superseded or run.stopped_at_once)  # bounded
         if clear_request and not failed and not run.superseded:
             self.home.clear_stop_request()
         result = RunResult(

@@ -176,6 +176,7 @@ class Supervision:
     def _stop_now(self, why: str) -> None:
         """Stop the query without draining: Spark cancels the running batch and re-runs it on restart."""
         log.warning("job %s: %s: stopping now without draining", self.config.job_name, why)
+        self.run.stopped_at_once = True
         self.run.query.stop()
         # Ask the checkpoint after the stop: a batch may have started or finished meanwhile.
         position = self._position_or_unknown()

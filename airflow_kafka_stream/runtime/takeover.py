@@ -26,7 +26,7 @@ from airflow_kafka_stream.core.cluster import spark_url
 from airflow_kafka_stream.core.liveness import STALE_AFTER_INTERVALS, Life
 from airflow_kafka_stream.core.redaction import is_secret_key
 from airflow_kafka_stream.core.rehearsal import RehearsalResult, streaming_source_count
-from airflow_kafka_stream.core.sink import resolve_sink, sink_from_spec
+from airflow_kafka_stream.core.sink import sink_from_spec
 from airflow_kafka_stream.core.spark_kafka_options import SPARK_KAFKA_FORMAT, connector_options
 from airflow_kafka_stream.core.standby import StandbyState
 from airflow_kafka_stream.core.status_document import StatusDocument
@@ -141,6 +141,22 @@ class Takeover:
         self.home.require()
         if self.home.fs.exists(self.home.p(*layout.SAVEPOINTS)):
             self.home.fs.ls(self.home.p(*layout.SAVEPOINTS))
+
+    def warm_up_query(self, writer, rehearsal_sink) -> None:
+        """A standby's work before READY: rehearse the query (the source alone for a writer without a DataFrame,
+        not a classic DataStreamWriter), then start it ahead of the go."""
+        if getattr(writer, "_df", None) is None:
+            log.warning("job %s: the writer has no DataFrame to rehearse (not a classic DataStreamWriter); "
+                        "rehearsing the source alone", self.config.job_name)
+            self.warm_up()
+        else:
+            self.run.rehearsing = True
+            try:
+                self.rehearse_query(writer, rehearsal_sink)
+            finally:
+                self.run.rehearsing = False
+        if not self.standby.rehearsal_request().get("check"):
+            self.start_ahead(writer)
 
     def rehearse_query(self, writer, rehearsal_sink) -> None:
         """A standby's work before READY: the job's own query rehearsed on a private copy of its state
@@ -358,7 +374,7 @@ class Takeover:
     def _record_submission(self) -> None:
         """job.json: what runs in this home, so operations need no repeated arguments (no secrets)."""
         spec = self.home.spec()
-        sink = resolve_sink(None, self.config.sink_kind, self.config.sink_path) or sink_from_spec(spec)
+        sink = self.config.sink() or sink_from_spec(spec)
         spec.pop("sink_path", None)  # superseded by "sink": kind and path
         spec.update({
             "job": self.config.job_name,

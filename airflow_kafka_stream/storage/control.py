@@ -187,6 +187,14 @@ class ControlFiles:
     def write_objective(self, document: Mapping[str, Any]) -> None:
         self.write_control(layout.OBJECTIVE, document)
 
+    def announced_assets(self) -> dict[str, Any] | None:
+        """``control/assets.json``: the output asset's windows announced to Airflow (core.asset_windows), None
+        when the job announced none."""
+        return self.read_control(layout.ASSETS)
+
+    def write_announced_assets(self, document: Mapping[str, Any]) -> None:
+        self.write_control(layout.ASSETS, document)
+
     # -- the status, written by the control plane only when the driver cannot --------------------
     def mark_driver_killed(self, status: Mapping[str, Any], error: str, now: datetime | None = None) -> dict[str, Any]:
         """Record that the driver of ``status`` was killed and can no longer say how it ended: FAILED with

@@ -20,6 +20,7 @@ Layout (any fsspec URL)::
     <home>/control/pins.json             savepoints kept out of housekeeping, with the reason
     <home>/control/lag-window.json       the group's recent looks, verify's window rules judge them (core.lag_window)
     <home>/control/objective.json        the job's lag objective and what its last check saw (core.objective)
+    <home>/control/assets.json           the output asset's windows announced to Airflow (core.asset_windows)
     <home>/control/broken-locks/<token>  tokens of locks broken by ``unlock`` (their holders must not release)
     <home>/submissions/<version>.json    how each version was last submitted (no secret)
     <home>/checkpoints/<NNNN>/           checkpoint generations; the current one is the highest with a record
@@ -55,6 +56,8 @@ PINS: Name = (*CONTROL, "pins.json")
 #: The group's recent looks (verify's window rules) and the lag objective with its last check.
 LAG_WINDOW: Name = (*CONTROL, "lag-window.json")
 OBJECTIVE: Name = (*CONTROL, "objective.json")
+#: The output asset's event-time windows the driver announced to Airflow (moves forward only).
+ASSETS: Name = (*CONTROL, "assets.json")
 BROKEN_LOCKS: Name = (*CONTROL, "broken-locks")
 
 CHECKPOINTS: Name = ("checkpoints",)

@@ -33,7 +33,8 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
 
     The body fills ``record["before"]``, ``record["after"]`` and ``record["result"]``
     (default "ok"); an exception marks the record "refused" (bad input or wrong job
-    state) or "failed" and is re-raised.
+    state) or "failed" and is re-raised. A lock held by another operation refuses it before the body runs,
+    and that is recorded too: whoever asked (a run the job page triggered) finds the refusal in the history.
     """
     record: dict[str, Any] = {
         "operation": name,
@@ -52,7 +53,7 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
     started = time.monotonic()
     holder = record["by"]
     lock_cm = home.lock(name, holder, lock_wait_seconds) if lock else _no_lock()
-    with lock_cm:
+    with _refusal_recorded(home, record, started), lock_cm:
         try:
             yield record
         except InvalidInputError as exc:
@@ -68,14 +69,30 @@ def recorded_operation(home: JobHome, name: str, args: dict[str, Any], by: str |
             record.update(result="failed", error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            record["finished_at"] = utc_now().isoformat()
-            record["seconds"] = round(time.monotonic() - started, 3)
-            try:
-                home.append_history(record)
-                if lock:
-                    home.compact_history()
-            except Exception:  # noqa: BLE001 - never hide the operation's own outcome
-                log.exception("could not append to the history of %s", home.url)
+            _append(home, record, started, compact=lock)
+
+
+@contextmanager
+def _refusal_recorded(home: JobHome, record: dict[str, Any], started: float) -> Iterator[None]:
+    """Record the operation as refused when the job lock could not be taken (the body never ran)."""
+    try:
+        yield
+    except StreamError as exc:
+        if record.get("finished_at") is None:  # else the body ran and its outcome is recorded
+            record.update(result="refused", error=str(exc))
+            _append(home, record, started, compact=False)
+        raise
+
+
+def _append(home: JobHome, record: dict[str, Any], started: float, compact: bool) -> None:
+    record["finished_at"] = utc_now().isoformat()
+    record["seconds"] = round(time.monotonic() - started, 3)
+    try:
+        home.append_history(record)
+        if compact:
+            home.compact_history()
+    except Exception:  # noqa: BLE001 - never hide the operation's own outcome
+        log.exception("could not append to the history of %s", home.url)
 
 
 def airflow_task() -> dict[str, str] | None:

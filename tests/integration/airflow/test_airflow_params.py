@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 
 DAG_IDS = ["stream_submit", "stream_stop", "stream_upgrade", "stream_offset_reset", "stream_verify",
            "stream_savepoint", "stream_savepoint_housekeeping", "stream_watchdog", "stream_supervisor",
-           "stream_restore", "stream_resume"]
+           "stream_restore", "stream_resume", "stream_output_hourly"]
 
 
 def example(dag_id: str):
@@ -35,6 +35,8 @@ def test_every_example_dag_loads_without_import_errors(airflow_db):
     assert schedules["stream_upgrade"] is None and schedules["stream_offset_reset"] is None
     assert schedules["stream_restore"] is None and schedules["stream_resume"] is None, "the job page's actions"
     assert schedules["stream_supervisor"] is None, "triggered once per submitted job, then it defers"
+    # Once per complete hour of the job's output, as the job announces it (docs/assets.md).
+    assert type(schedules["stream_output_hourly"]).__name__ == "PartitionedAssetTimetable"
 
 
 @pytest.mark.parametrize(("dag_id", "conf", "why"), [

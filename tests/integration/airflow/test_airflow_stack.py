@@ -4,7 +4,8 @@ One stack and one job for the module: version 1 is submitted with ``stream_submi
 with ``stream_upgrade``, both triggered with ``POST /api/v2/dags/{dag_id}/dagRuns``, while events are fed.
 Every wait of the upgrade is deferred to the triggerer: the task instances are watched while the run goes,
 and the default pool is looked at while one is deferred. Then the job page plugin is read through its API
-(with and without a login) and in a real headless Chromium inside the Airflow UI. Last, on a job of its own, the
+(with and without a login) and in a real headless Chromium inside the Airflow UI. Airflow's ``[openlineage]``
+points at a local receiver: the tasks' and drivers' events are checked once after the upgrade. Last, on a job of its own, the
 event-driven supervisor restarts a killed driver, leaves a stopped job alone and gives up on a crash loop (on the
 same stack: a second one would cost its start and its idle CPU for minutes).
 """
@@ -16,6 +17,7 @@ import os
 import signal
 import time
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,7 +30,8 @@ from tests.conftest import ROOT, STACK_SECRET
 from tests.integration.airflow.test_airflow_submit import _stop, drivers_of, kill_drivers
 from tests.integration.airflow.test_airflow_upgrade import Feeder, output_ids
 from tests.integration.airflow.test_airflow_watchdog import wait_for
-from tests.kafka_utils import create_topic, unique, watermarks
+from tests.kafka_utils import create_topic, produce, unique, watermarks
+from tests.lineage_receiver import check_driver_runs, driver_runs, launchers
 
 # The module fixture (stack, submit, upgrade) is charged to the first test: a few minutes on two idle cores.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -68,12 +71,24 @@ def watch_run(stack, dag_id: str, run_id: str, token: str, timeout: float = 600.
             pool_while_deferred.append(stack.request("GET", "/api/v2/pools/default_pool", token=token)[1])
         _status, now = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}", token=token)
         if now["state"] in ("success", "failed"):
-            final = {task_id: str(ti["state"]) for task_id, ti in stack.task_instances(
-                dag_id, run["dag_run_id"], token).items()}
-            return {"run": now, "tasks": final, "seen": seen, "pool_while_deferred": pool_while_deferred}
+            tis = stack.task_instances(dag_id, run["dag_run_id"], token)
+            final = {task_id: str(ti["state"]) for task_id, ti in tis.items()}
+            return {"run": now, "tasks": final, "seen": seen, "pool_while_deferred": pool_while_deferred,
+                    "failed_logs": {task_id: failed_log(stack, dag_id, run_id, task_id, ti, token)
+                                    for task_id, ti in tis.items() if ti["state"] == "failed"}}
         time.sleep(0.5)
     raise AssertionError(f"{dag_id} run {run['dag_run_id']} did not end in {timeout:.0f}s; seen {seen}; "
                          f"scheduler log: {stack.log_tail('scheduler')}")
+
+
+def failed_log(stack, dag_id: str, run_id: str, task_id: str, ti: dict, token: str) -> str:
+    """The end of a failed task's log (what a failing test shows to say why)."""
+    _status, body = stack.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/"
+                                  f"{ti.get('try_number') or 1}?full_content=true", token=token)
+    lines = body.get("content", body) if isinstance(body, dict) else body
+    text = "\n".join(str(line.get("event", line)) if isinstance(line, dict) else str(line) for line in lines) \
+        if isinstance(lines, list) else str(lines)
+    return text
 
 
 def scheduled_run(stack, dag_id: str, token: str, timeout: float = 300.0) -> dict:
@@ -121,7 +136,8 @@ def upgraded(airflow_stack, stack_job, kafka_bootstrap):
 def test_an_upgrade_triggered_through_the_rest_api_defers_its_waits_and_succeeds(airflow_stack, upgraded):
     upgrade = upgraded["upgrade"]
     home = JobHome(str(upgraded["home"]))
-    assert upgrade["run"]["state"] == "success", (upgrade["tasks"], home.history()[-3:], home.status())
+    assert upgrade["run"]["state"] == "success", (upgrade["failed_logs"], [
+        (r["operation"], r["result"], r.get("error")) for r in home.history()[-4:]], upgrade["tasks"])
     assert upgrade["tasks"]["upgrade.outcome"] == "success"
     assert upgrade["tasks"]["upgrade.rollback_stop_new_version"] == "skipped"
     assert (home.spec()["version"], home.status()["state"]) == ("2", "RUNNING")
@@ -138,6 +154,20 @@ def test_an_upgrade_triggered_through_the_rest_api_defers_its_waits_and_succeeds
             "attempt=*.log.trigger.*.log"))
         # The trigger was started there and its own code logged from there (the "fired" line may be flushed later).
         assert "starting" in written and '"logger":"airflow_kafka_stream.triggers.' in written, (task_id, written[-2000:])
+
+
+def test_the_stacks_tasks_and_drivers_report_one_streaming_job_to_openlineage(airflow_stack, upgraded, stack_lineage):
+    """Through the whole stack (workers, triggerer, scheduler as separate processes): the submit's driver and the
+    upgrade's standby are two runs of one streaming job, under the task runs that launched them."""
+    home, topic = upgraded["home"], upgraded["topic"]
+    events = stack_lineage.wait_for(lambda found: len(driver_runs(found, home.name)) >= 2 and any(
+        e["job"]["name"] == "stream_upgrade.upgrade.outcome" and e["eventType"] == "COMPLETE" for e in found), 60)
+    runs = check_driver_runs(events, home.name, "aks-stack")
+    assert {"stream_submit.submit", "stream_upgrade.upgrade.start_standby"} <= launchers(runs), launchers(runs)
+    submit = next(e for e in events if e["job"]["name"] == "stream_submit.submit" and e["eventType"] == "COMPLETE")
+    assert [i["name"] for i in submit["inputs"]] == [topic]
+    assert [(o["namespace"], o["name"]) for o in submit["outputs"]] == [("file", upgraded["job"]["output_path"])]
+    assert STACK_SECRET not in json.dumps(events)
 
 
 def test_the_scheduled_verify_checks_the_stacks_job_and_no_run_has_failed(airflow_stack, upgraded):
@@ -643,3 +673,77 @@ def test_no_request_to_the_stack_failed_or_hung(airflow_stack, upgraded):
     over 30 s. On one api-server over SQLite, a trigger hung for 60 s and failed while a task started."""
     troubled = airflow_stack.troubled_requests(slower_than_seconds=30)
     assert not troubled, troubled[:5]
+
+
+#: The asset job's event times: three hours of a past day, one event every five minutes.
+ASSET_BASE = datetime(2026, 11, 30, 6, tzinfo=UTC)
+
+
+def send_event_minutes(bootstrap: str, topic: str, minutes) -> int:
+    """Events with ids ``a<minute>`` whose event time (``ts``) is ``ASSET_BASE`` plus that many minutes."""
+    return produce(bootstrap, topic, [(f"k{m % 4}", json.dumps({
+        "id": f"a{m}", "key": f"k{m % 4}", "ts": (ASSET_BASE + timedelta(minutes=m)).isoformat(), "amount": 1.0}))
+        for m in minutes])
+
+
+def read_through(home: Path, records: int, timeout: float = 180.0) -> None:
+    """Wait until the job's driver has read and committed ``records`` records."""
+    def done() -> bool:
+        return ((JobHome(str(home)).status() or {}).get("records_this_run") or 0) >= records
+
+    wait_for(done, f"{records} records committed by the job in {home}", timeout)
+
+
+def test_a_downstream_dag_runs_once_per_complete_hour_of_the_jobs_output(airflow_stack, asset_job, kafka_bootstrap):
+    """The job declares its output as the asset ``stream_output_hourly`` is scheduled on; its events' times span
+    three hours (06:00 to 08:50) and its watermark trails the newest by ten minutes, so 06:00 and 07:00 are complete
+    and 08:00 is not: the downstream DAG runs once for each complete hour, with that hour's events in the output,
+    and never for 08:00."""
+    from airflow_kafka_stream.devstack.airflow_stack import ANNOUNCER, wait_for_dags
+
+    token = airflow_stack.token()
+    home, output, topic = Path(asset_job["job_home"]), Path(asset_job["output_path"]), asset_job["topics"][0]
+    wait_for_dags(airflow_stack, ["stream_output_hourly"])
+    airflow_stack.unpause("stream_output_hourly", token)
+    send_event_minutes(kafka_bootstrap, topic, range(0, 60, 5))  # 06:00-06:55
+    try:
+        submitted = trigger_run(airflow_stack, "stream_submit", {**asset_job, "app_version": "1"}, token)
+        assert submitted["state"] == "success", airflow_stack.task_instances("stream_submit", submitted["dag_run_id"],
+                                                                            token)
+        sent = 12
+        read_through(home, sent)
+        # A batch runs with the watermark of the batches before it: each send is read before the next is sent, and
+        # the last (08:52) is read by a batch that runs with every earlier event's watermark (08:40).
+        for minutes in (range(60, 120, 5), range(120, 175, 5), [172]):  # 07:00-07:55, 08:00-08:50, 08:52
+            sent += send_event_minutes(kafka_bootstrap, topic, minutes)
+            read_through(home, sent)
+
+        def hourly_runs(ended_only: bool = True) -> list[dict]:
+            _status, runs = airflow_stack.request("GET", "/api/v2/dags/stream_output_hourly/dagRuns", token=token)
+            return [run for run in runs["dag_runs"] if not ended_only or run["state"] in ("success", "failed")]
+
+        wait_for(lambda: len(hourly_runs()) >= 2, "stream_output_hourly runs for the two complete hours")
+        # The status shows the announcements at the driver's next heartbeat (every 5 s).
+        wait_for(lambda: (JobHome(str(home)).status() or {}).get("assets", {}).get("announced_through")
+                 == "2026-11-30T08:00:00+00:00", "the status to show both hours announced", 30)
+        status = JobHome(str(home)).status()
+        assert status["assets"]["error"] is None and status["assets"]["waiting"] == 0, status["assets"]
+        time.sleep(10)  # a run for 08:00 would have been created by now
+        runs = hourly_runs(ended_only=False)
+        assert sorted(run["partition_key"] for run in runs) == ["2026-11-30T06", "2026-11-30T07"], runs
+        assert {run["state"] for run in runs} == {"success"}, runs
+        for hour in ("06", "07"):
+            summary = json.loads((output / "hourly" / f"2026-11-30T{hour}.json").read_text())
+            assert (summary["events"], summary["amount"]) == (12, 12.0), summary
+        # The events came from the job's driver, through the stack's connection (its op user), with the window.
+        _status, assets = airflow_stack.request("GET", f"/api/v2/assets?uri_pattern={quote(asset_job['output_asset'])}",
+                                                token=token)
+        asset_id = assets["assets"][0]["id"]
+        _status, events = airflow_stack.request("GET", f"/api/v2/assets/events?asset_id={asset_id}", token=token)
+        keys = sorted(event["partition_key"] for event in events["asset_events"])
+        assert keys == ["2026-11-30T06:00:00", "2026-11-30T07:00:00"], events
+        extra = events["asset_events"][0]["extra"]
+        assert extra["job"] == "home" and extra["window_end"].startswith("2026-11-30T0"), extra
+        assert airflow_stack.password(ANNOUNCER) not in (home / "status.json").read_text()
+    finally:
+        _stop(home)

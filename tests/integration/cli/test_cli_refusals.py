@@ -299,10 +299,11 @@ CASES = {
     "job-draining-savepoint": Case(("savepoint", "create", *H), "the job is stopping",
                                    "a live savepoint is not taken while the job drains (a running one is taken "
                                    "live: test_live_savepoints.py)", setup=job_draining, recorded="savepoint-create"),
+    # Refused at the lock, before the operation began; recorded, so whoever asked finds why in the history.
     "lock-held": Case((*RESET, "--to-earliest", X), "locked by alice@ops-box:4242", "another operation holds it",
-                      setup=lock_held),
+                      setup=lock_held, recorded="reset"),
     "lock-held-restore": Case(("restore", *H, "--savepoint", "{sp}"), "locked by alice@ops-box:4242",
-                              "another operation holds it", setup=lock_held),
+                              "another operation holds it", setup=lock_held, recorded="restore"),
     "unreachable-broker": Case((*RESET, "--to-earliest", "--bootstrap-server", "127.0.0.1:1", X), "127.0.0.1:1",
                                "nothing listens on port 1", recorded="reset"),
     # storage URLs: refused up front, naming the supported schemes

@@ -224,7 +224,9 @@ def test_a_second_operation_is_refused_with_the_holder(capsys, world):
         assert (job.home / "lock").exists(), "the holder's lock stays"
     assert not (job.home / "lock").exists()
     assert_unchanged(job, before)
-    assert len(job.history()) == history
+    refused = job.history()[history:]  # recorded, so whoever asked finds why in the history
+    assert [(r["operation"], r["result"]) for r in refused] == [("savepoint-create", "refused")], refused
+    assert "locked by bob@other-host:777 for restore" in refused[0]["error"]
 
 
 def test_unlock_releases_a_stale_lock(capsys, world):

@@ -21,7 +21,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from airflow_kafka_stream.core.offsets import TopicPartition
@@ -79,6 +80,21 @@ def wait(condition, timeout: float, what: str, driver, log_path) -> None:
 def cluster():
     with start_local_broker(nodes=3) as started:
         yield started
+
+
+def down_for_a_while(cluster, node: int) -> None:
+    """``kill -9`` a node, keep it down past the election timeouts, bring it back."""
+    cluster.kill(node)
+    time.sleep(DOWN_SECONDS)
+    cluster.restart(node)
+
+
+def caught_up(feeder: Feeder, ex: Example, driver, log_path) -> None:
+    """Stop the feeder (nothing it sent failed) and wait until the job has read every event Kafka acknowledged."""
+    feeder.stopping.set()
+    feeder.join(180)
+    assert not feeder.failed, feeder.failed[:5]
+    wait(lambda: sum(ex.job.position().values()) >= len(feeder.acked), 300, "catching up", driver, log_path)
 
 
 def cpu_seconds() -> float:
@@ -139,24 +155,14 @@ def test_the_pipeline_rides_out_a_partition_leader_and_its_group_coordinator_dyi
 
         wait(lambda: committed_batches() >= 2, 300, "starting", driver, log_path)
 
-        leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
-        cluster.kill(leader)
-        time.sleep(DOWN_SECONDS)
-        cluster.restart(leader)
+        down_for_a_while(cluster, admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader)
         wait(group_caught_up_since(committed_batches()), 300, "reading after the leader died", driver, log_path)
 
-        coordinator = admin.describe_consumer_groups([ex.group])[ex.group].result(30).coordinator.id
-        cluster.kill(coordinator)
-        time.sleep(DOWN_SECONDS)
-        cluster.restart(coordinator)
+        down_for_a_while(cluster, admin.describe_consumer_groups([ex.group])[ex.group].result(30).coordinator.id)
         wait(group_caught_up_since(committed_batches()), 300, "reading after the coordinator died", driver,
              log_path)
 
-        feeder.stopping.set()
-        feeder.join(180)
-        assert not feeder.failed, feeder.failed[:5]
-        wait(lambda: sum(ex.job.position().values()) >= len(feeder.acked), 300, "catching up", driver,
-             log_path)
+        caught_up(feeder, ex, driver, log_path)
         verified = cli(capsys, "verify", "--job-home", str(ex.home), "--json")
         assert verified.json()["status"] == "OK", verified.out
         stopped = cli(capsys, "stop", "--job-home", str(ex.home), "--timeout", "300")
@@ -169,3 +175,88 @@ def test_the_pipeline_rides_out_a_partition_leader_and_its_group_coordinator_dyi
     ids = ex.ids()
     assert len(ids) == len(set(ids)), "no event written twice"
     assert set(ids) == feeder.acked, "every acknowledged event written"
+
+
+def coordinator(admin: AdminClient, internal_topic: str, key: str) -> int:
+    """The node that coordinates ``key`` (a transactional id in ``__transaction_state``, a group in
+    ``__consumer_offsets``): the leader of its partition, ``abs(key.hashCode()) % partitions`` as Kafka places it."""
+    log = admin.list_topics(internal_topic, timeout=10).topics[internal_topic]
+    code = 0
+    for char in key:  # Java's String.hashCode, as a 32-bit signed int
+        code = (31 * code + ord(char)) & 0xFFFFFFFF
+    code = code - (1 << 32) if code >= 1 << 31 else code
+    return log.partitions[(0 if code == -(1 << 31) else abs(code)) % len(log.partitions)].leader
+
+
+def coordinated_by(bootstrap: str, admin: AdminClient, node: int) -> str:
+    """A new group name whose sink marker group the node ``node`` coordinates."""
+    from airflow_kafka_stream.core.batch_marker import marker_group
+
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("warm-up"), "log_level": 2})
+    probe.committed([KafkaPartition("warm-up", 0)], 60)  # the group log exists from here on
+    probe.close()
+    return next(group for group in (unique("eos-failover-group") for _ in range(1000))
+                if coordinator(admin, "__consumer_offsets", marker_group(group)) == node)
+
+
+def test_the_kafka_sink_stays_exactly_once_when_its_leader_and_coordinator_die_inside_a_transaction(
+        cluster, tmp_path, capsys, monkeypatch):
+    """The example pipeline writing to a replicated output topic through the transactional sink; one batch waits
+    (the sink's test hook) inside its transaction, with a record sent, while the node that leads the output's
+    partitions, coordinates the sink's transactions and coordinates its marker group is killed (the hardest case:
+    all three move at once; librdkafka's send_offsets_to_transaction can then block past its timeout). The batch
+    then either commits through the new leader and coordinators, or gives up within the transaction's timeout and
+    fails the driver, naming why (it never hangs in the commit); a failed driver is started again, as the
+    supervisor does, and writes the batch once. Every acknowledged event is in the output once for a
+    read_committed reader, and no transaction is left open."""
+    from airflow_kafka_stream.core.batch_marker import transactional_id
+    from airflow_kafka_stream.runtime.kafka_sink import BATCH_SECONDS, PAUSE_ENV, PAUSE_FILE_ENV, PAUSE_SECONDS_ENV
+    from tests.integration.lifecycle.test_kafka_sink import open_partitions, read_topic
+
+    bootstrap = cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    source, output, job = unique("eos-failover-in"), unique("eos-failover-out"), unique("eos-failover")
+    Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("warm-up"),
+              "log_level": 2}).init_transactions(60)  # the transaction log exists from here on
+    victim = coordinator(admin, "__transaction_state", transactional_id(job, output))
+    others = sorted(set(admin.list_topics(timeout=10).brokers) - {victim})
+    leading = NewTopic(output, PARTS, replica_assignment=[[victim, *others]] * PARTS)
+    for future in admin.create_topics([NewTopic(source, PARTS, 3), leading]).values():
+        future.result(30)
+    paused = tmp_path / "paused"
+    monkeypatch.setenv(PAUSE_ENV, "writing")
+    monkeypatch.setenv(PAUSE_FILE_ENV, str(paused))
+    monkeypatch.setenv(PAUSE_SECONDS_ENV, str(DOWN_SECONDS + 4))
+    ex = Example(tmp_path, bootstrap, source, coordinated_by(bootstrap, admin, victim))
+    feeder = Feeder(bootstrap, source)
+    feeder.start()
+    run = ("--output-topic", output, "--job-name", job, "--trigger-interval", "1 second", "--heartbeat-seconds", "5")
+    driver, log_path = ex.start(*run)
+    try:
+        wait(paused.exists, 300, "a batch inside its transaction", driver, log_path)
+        assert admin.list_topics(output, timeout=10).topics[output].partitions[0].leader == victim
+        down_for_a_while(cluster, victim)
+        feeder.stopping.set()
+        feeder.join(180)
+        deadline = time.monotonic() + BATCH_SECONDS + 60
+        while (sum(ex.job.position().values()) < len(feeder.acked) and driver.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(1)
+        if driver.poll() is not None:  # it gave up the batch: started again, as the supervisor would
+            assert "gave up batch" in log_path.read_text(), log_path.read_text()[-4000:]
+            monkeypatch.delenv(PAUSE_ENV)
+            driver, log_path = ex.start(*run)
+        caught_up(feeder, ex, driver, log_path)
+        stopped = cli(capsys, "stop", "--job-home", str(ex.home), "--timeout", "300")
+        assert stopped.code == 0, stopped.err
+        assert driver.wait(120) == 0, log_path.read_text()[-4000:]
+    finally:
+        feeder.stopping.set()
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    ids = [row["id"] for row in read_topic(bootstrap, output, partitions=PARTS)]
+    assert len(ids) == len(set(ids)), "no event written twice"
+    assert set(ids) == feeder.acked, "every acknowledged event written"
+    assert open_partitions(bootstrap, output) == [], "a transaction is left open"
+    sink = json.loads((ex.home / "status.json").read_text())["kafka_sink"]
+    assert sink["transactions"]["committed"] >= 2 and sink["transactions"]["fenced"] == 0, sink

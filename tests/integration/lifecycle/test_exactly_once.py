@@ -24,7 +24,7 @@ from airflow_kafka_stream.storage.jobhome import JobHome
 from airflow_kafka_stream.storage.processes import process_alive
 from airflow_kafka_stream.storage.status import is_alive, read_status
 from tests.conftest import ROOT
-from tests.integration.cli_helpers import cli_subprocess
+from tests.integration.cli_helpers import cli_subprocess, output_args
 from tests.kafka_utils import committed, create_topic, produce, unique, watermarks
 
 pytestmark = pytest.mark.integration
@@ -46,8 +46,8 @@ class Pipeline:
         self.home, self.output = tmp / "home", tmp / "out"
         self.log_path = tmp / f"driver-{time.monotonic_ns()}.log"
         args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", home_url or str(self.home),
-                "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--output", str(self.output),
-                "--heartbeat-seconds", "2", "--cores", "2", *extra]
+                "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+                *output_args(self.output, extra), "--heartbeat-seconds", "2", "--cores", "2", *extra]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)

@@ -61,7 +61,9 @@ def test_every_documented_metric_reaches_otlp_and_prometheus_without_secrets(kaf
         env = driver_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_METRIC_EXPORT_INTERVAL="500",
                          OTEL_RESOURCE_ATTRIBUTES=f"team=data,db.password={RESOURCE_SECRET}",
                          AIRFLOW_KAFKA_STREAM_PROMETHEUS_PORT="0", OTEL_EXPORTER_PROMETHEUS_HOST="127.0.0.1")
-        run, topic = start(tmp_path, kafka_bootstrap, pipelines, env)
+        # Through the transactional Kafka sink, whose metrics only a job writing through it exports.
+        output = create_topic(kafka_bootstrap, unique("metrics-out"), PARTITIONS)
+        run, topic = start(tmp_path, kafka_bootstrap, pipelines, env, "--output-topic", output)
         run.wait_for_offsets(topic, end_offsets(kafka_bootstrap, topic), timeout=300)  # a loaded machine is slow
         run.wait_for(lambda: run.status().get("dead_letters") == 1, "the poison pill to be counted")
         last_batch = run.status()["last_batch_id"]
@@ -77,6 +79,8 @@ def test_every_documented_metric_reaches_otlp_and_prometheus_without_secrets(kaf
         assert value("group_commits", outcome="succeeded") >= 1 and value("group_commits", outcome="failed") == 0
         assert 0 <= value("heartbeat.age") < 10
         assert value("batch.duration") > 0 and value("batch.rows_per_second") >= 0
+        assert value("sink.transactions", outcome="committed") >= 1 and value("sink.transactions", outcome="fenced") == 0
+        assert value("sink.transaction.duration") > 0
         # Caught up: nothing waits (the watermarks of driver-side reads are looked up at most every 5 s).
         run.wait_for(lambda: all(value("lag.records", topic=topic, partition=p) == 0 for p in range(PARTITIONS))
                      and all(value("lag.seconds", topic=topic, partition=p) == 0 for p in range(PARTITIONS)),

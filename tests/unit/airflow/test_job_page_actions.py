@@ -95,6 +95,25 @@ def test_a_runs_outcome_is_what_its_operations_recorded(tmp_path, monkeypatch) -
     assert run_outcome(rows, "manual__3") == []
 
 
+def test_a_run_refused_because_the_lock_is_held_shows_the_refusal_as_the_operation_states_it(tmp_path,
+                                                                                            monkeypatch) -> None:
+    from airflow_kafka_stream.errors import JobStateError
+    from airflow_kafka_stream.plugins.job_view import history
+    from airflow_kafka_stream.storage.jobhome import JobHome
+    from airflow_kafka_stream.storage.operation import recorded_operation
+
+    home = JobHome(str(tmp_path / "job"))
+    home.write_spec({"job": "orders", "version": "1"})
+    monkeypatch.setenv("AIRFLOW_CTX_DAG_RUN_ID", "manual__9")
+    with home.lock("reset", "ops@example"):
+        with pytest.raises(JobStateError, match="locked by ops@example"):
+            with recorded_operation(home, "stop-request", {}):
+                raise AssertionError("the body must not run without the lock")
+    [said] = run_outcome(history(home), "manual__9")
+    assert (said["operation"], said["result"]) == ("stop-request", "refused")
+    assert "locked by ops@example for reset" in said["error"] and "unlock" in said["error"]
+
+
 def test_an_operation_run_by_an_airflow_task_records_which(tmp_path, monkeypatch) -> None:
     from airflow_kafka_stream.storage.jobhome import JobHome
     from airflow_kafka_stream.storage.operation import recorded_operation
@@ -120,6 +139,14 @@ def test_a_user_who_may_trigger_nothing_sees_no_action() -> None:
         assert f'action="{route}?home=%2Fjobs%2Forders"' in every, route
     running = operate_section(HOME, list(ACTIONS), "RUNNING", [], [])
     assert "resume?" not in running and "restore?" not in running  # nothing to restore, nothing to start again
+
+
+def test_a_job_recovery_gave_up_on_is_acknowledged_by_stopping_it_or_started_again() -> None:
+    gave_up = operate_section(HOME, list(ACTIONS), "GAVE_UP", [], [])
+    assert "Acknowledge: keep it stopped" in gave_up and 'action="stop?home=%2Fjobs%2Forders"' in gave_up
+    assert 'name="savepoint">' in gave_up, "a dead job's savepoint is asked for, not assumed"
+    assert 'action="resume?home=%2Fjobs%2Forders"' in gave_up
+    assert "Acknowledge" not in operate_section(HOME, list(ACTIONS), "RUNNING", [], [])
 
 
 def test_the_runs_show_state_link_and_what_the_operation_said() -> None:

@@ -33,6 +33,26 @@ def test_a_job_section_shows_summary_savepoints_and_the_error_of_a_part_that_fai
     assert "<script>" not in html and "&lt;script&gt;" in html, "values are escaped"
 
 
+def test_the_job_shows_its_sink_its_last_committed_kafka_batch_and_its_output_assets_windows():
+    summary = {**VIEW["summary"], "sink": "transactional Kafka sink at kafka://b:9092/orders-out: ...",
+               "kafka_sink": {"last_committed": {"generation": 2, "batch_id": 41},
+                              "transactions": {"committed": 40, "aborted": 1, "fenced": 0, "skipped": 1}},
+               "assets": {"uri": "file:///lake/orders", "announced_through": "2026-11-30T08:00:00+00:00",
+                          "waiting": 0, "error": None}}
+    html = page("Stream jobs", [{**VIEW, "summary": summary}])
+    for seen in ("transactional Kafka sink at kafka://b:9092/orders-out",
+                 "last committed batch 41 (generation 2); transactions this run: 40 committed, 1 aborted, 0 fenced, "
+                 "1 skipped", "file:///lake/orders: announced through 2026-11-30T08:00:00+00:00, 0 window(s) waiting"):
+        assert seen in html, seen
+    skipping = {**summary, "kafka_sink": {**summary["kafka_sink"], "skip_replays": True,
+                                          "replays_skipped_this_run": 60}}
+    assert "skips replays (60 replayed record(s) skipped this run)" in page("Stream jobs", [{**VIEW,
+                                                                                           "summary": skipping}])
+    assert "skips replays" not in html
+    fenced = {**summary, "kafka_sink": {**summary["kafka_sink"], "transactions": {"fenced": 1}}}
+    assert '<td class="bad">last committed batch 41' in page("Stream jobs", [{**VIEW, "summary": fenced}])
+
+
 def test_the_lag_plot_draws_every_sample_and_writes_the_newest_value():
     svg = lag_plot([[1000.0, 40, 120], [1005.0, 41, 30], [1010.0, 42, 0]])
     assert "Lag at the last batch: <b>0</b> records (peak 120, 3 batches)" in svg

@@ -95,6 +95,8 @@ NO_SETTING = {
         (1, "a job's own StreamConfig.source_options, set in its code: named in the message, no option gives them"),
     ("core/watermarks.py", "ask_until_valid", "KafkaAccessError"):
         (1, "the brokers keep answering invalid offsets: transient, retried, not a setting"),
+    ("ops/submit.py", "check_sink_transactions", "KafkaAccessError"):
+        (1, "the cluster refuses the job's transactions: a grant or the transaction log, named in the message"),
 }
 
 #: Settings no CLI command takes, each with why, and the operator that takes it.

@@ -27,7 +27,7 @@ def test_sink_from_spec(spec, expected):
 
 
 @pytest.mark.parametrize("spec, message", [
-    pytest.param({"sink": {"kind": "kafka", "path": "/out"}}, "unknown sink kind 'kafka'", id="1-unknown-kind"),
+    pytest.param({"sink": {"kind": "jdbc", "path": "/out"}}, "unknown sink kind 'jdbc'", id="1-unknown-kind"),
     pytest.param({"sink": {"kind": "file"}}, "needs its output path", id="2-file-sink-without-path"),
     pytest.param({"sink": "/out"}, "must be an object", id="3-not-an-object"),
 ])
@@ -67,3 +67,26 @@ def test_describe_says_what_was_assumed():
     assert "_spark_metadata" in FILE_SINK.describe()
     assert "no batch log" in IDEM_SINK.describe() and "batch id" in IDEM_SINK.describe()
     assert IDEM_SINK.to_json() == {"kind": "idempotent", "path": "/out"}
+
+
+def test_a_kafka_sink_that_skips_replays_is_recorded_kept_and_described():
+    skipping = Sink("kafka", "kafka://b:9092/out", skips_replays=True)
+    assert skipping.to_json() == {"kind": "kafka", "path": "kafka://b:9092/out", "skip_replays": True}
+    assert sink_from_spec({"sink": skipping.to_json()}) == skipping
+    assert resolve_sink(skipping, "kafka", None) == skipping, "an override of the same kind keeps the choice"
+    assert not skipping.writes_replays and Sink("kafka").writes_replays
+    assert "skipped (skip_replays)" in skipping.describe() and "written to the topic again" in Sink("kafka").describe()
+    with pytest.raises(InvalidInputError, match="skip_replays is the Kafka sink's") as refused:
+        Sink("idempotent", skips_replays=True)
+    assert refused.value.settings == ("skip_replays",)
+
+
+def test_a_job_config_refuses_skip_replays_without_the_kafka_sink():
+    from airflow_kafka_stream.runtime import StreamConfig
+
+    config = StreamConfig(job_name="j", bootstrap_servers="b:9092", group_id="g", topics=["t"], skip_replays=True)
+    with pytest.raises(InvalidInputError, match="give output_topic"):
+        config.validate()
+    kafka = StreamConfig(job_name="j", bootstrap_servers="b:9092", group_id="g", topics=["t"], sink_kind="kafka",
+                         sink_path="kafka://b:9092/out", skip_replays=True)
+    assert kafka.sink() == Sink("kafka", "kafka://b:9092/out", skips_replays=True)

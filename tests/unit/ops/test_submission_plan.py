@@ -94,3 +94,56 @@ def test_a_new_version_given_the_examples_settings_keeps_the_running_versions_so
     on_spark = plan(RUNNING, source="kafka")
     assert plan(on_spark, **EXAMPLE).application_args[-2:] == ("--source", "kafka")
     assert plan(on_spark, source="kafka_stream", **EXAMPLE).application_args[-2:] == ("--source", "kafka_stream")
+
+
+def option(arguments, flag: str):
+    found = list(arguments)
+    return found[found.index(flag) + 1] if flag in found else None
+
+
+def test_the_example_declares_its_output_asset_and_a_new_version_keeps_or_changes_it():
+    declared = plan(output_asset="file:///out", asset_every="PT15M", watermark_delay="PT5M", **EXAMPLE)
+    assert [option(declared.application_args, flag) for flag in ("--output-asset", "--asset-every",
+                                                                 "--watermark-delay")] == ["file:///out", "PT15M", "PT5M"]
+    assert option(plan(**EXAMPLE).application_args, "--output-asset") is None, "no asset unless declared"
+    # A new version keeps the running version's asset, with its settings or new arguments of the example alike.
+    assert option(plan(declared).application_args, "--output-asset") == "file:///out"
+    assert option(plan(declared, **EXAMPLE).application_args, "--asset-every") == "PT15M"
+    moved = plan(declared, output_asset="s3://lake/out")
+    assert option(moved.application_args, "--output-asset") == "s3://lake/out"
+    assert moved.application_args.count("--output-asset") == 1
+
+
+@pytest.mark.parametrize(("given", "named"), [
+    ({"output_asset": "out"}, "output_asset"),
+    ({"output_asset": "file:///out", "asset_every": "PT7M"}, "asset_every"),
+    ({"output_asset": "file:///out", "watermark_delay": "10 minutes"}, "watermark_delay"),
+])
+def test_a_bad_output_asset_setting_is_refused_naming_it(given, named):
+    with pytest.raises(InvalidInputError) as refused:
+        plan(**given, **EXAMPLE)
+    assert named in refused.value.settings
+
+
+def test_the_example_writes_to_a_kafka_topic_instead_of_files_when_given_one():
+    found = plan(topics=("orders",), group="g", output_topic="orders-out")
+    assert option(found.application_args, "--output-topic") == "orders-out"
+    assert "--output" not in found.application_args
+    with pytest.raises(InvalidInputError) as refused:
+        plan(topics=("orders",), group="g")
+    assert "output_path" in refused.value.settings
+
+
+def test_an_output_path_and_an_output_topic_together_are_refused_naming_both():
+    """The example writes to one of them: with both, one would be ignored without a word."""
+    with pytest.raises(InvalidInputError, match="give output_path for Parquet files or output_topic") as refused:
+        plan(topics=("orders",), group="g", output_path="/out", output_topic="orders-out")
+    assert set(refused.value.settings) == {"output_path", "output_topic"}
+
+
+def test_skip_replays_goes_with_an_output_topic_only():
+    found = plan(topics=("orders",), group="g", output_topic="orders-out", skip_replays=True)
+    assert "--skip-replays" in found.application_args
+    with pytest.raises(InvalidInputError, match="give output_topic with it") as refused:
+        plan(topics=("orders",), group="g", output_path="/out", skip_replays=True)
+    assert refused.value.settings == ("skip_replays",)

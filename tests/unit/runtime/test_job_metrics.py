@@ -77,9 +77,11 @@ def test_the_docs_list_every_metric_the_driver_exports_and_no_other():
 
 
 def every_point() -> dict:
-    """A point for every metric: a running job with a batch, lag on a partition and a savepoint."""
+    """A point for every metric: a running job with a batch, lag on a partition, a savepoint and a Kafka sink."""
     status = {**STATUS, "dead_letters": 1, "time_lag": {"partitions": {"orders": {"0": 2.5}},
-                                                        "last_batch_delay_seconds": 0.5}}
+                                                        "last_batch_delay_seconds": 0.5},
+              "kafka_sink": {"transactions": {"committed": 7, "aborted": 1, "fenced": 0, "skipped": 1},
+                             "last_transaction_seconds": 0.03}}
     batch = batch_figures(8, 40, {"triggerExecution": 400}, {("orders", 0): 12}, {("orders", 0): 10})
     return metric_points(status, JOB, batch, 0.5, time.time() - 30, time.time(), hot_standby_ready=True)
 

@@ -117,6 +117,12 @@ POINTS = [
      "odd values are left out, never raise"),
     ("batch-delay", {"time_lag": {"partitions": {}, "last_batch_delay_seconds": 1.5}}, "batch.delay", [(1.5, {})],
      "the last batch's end-to-end delay"),
+    ("sink-transactions", {"kafka_sink": {"transactions": {"committed": 7, "aborted": 1, "skipped": 2}}},
+     "sink.transactions", [(7.0, {"outcome": "committed"}), (1.0, {"outcome": "aborted"}), (0.0, {"outcome": "fenced"})],
+     "each outcome counted this run; a batch skipped as already committed is no transaction"),
+    ("sink-duration", {"kafka_sink": {"last_transaction_seconds": 0.025}}, "sink.transaction.duration",
+     [(0.025, {})], "the last committed transaction's duration"),
+    ("no-sink", {}, "sink.transactions", [], "a job without the Kafka sink exports no sink series"),
 ]
 
 

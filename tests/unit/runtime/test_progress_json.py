@@ -40,6 +40,19 @@ def test_progress_fields_the_runtime_uses():
     assert progress.end_offsets == {TopicPartition("orders", 0): 40, TopicPartition("orders", 1): 16}
 
 
+def test_the_event_time_watermark_and_oldest_event_are_read_and_spark_zero_is_no_watermark():
+    from datetime import UTC, datetime
+
+    timed = progress_from_json(json.dumps({**PROGRESS, "eventTime": {
+        "avg": "2026-11-30T07:20:00.000Z", "max": "2026-11-30T07:50:00.000Z", "min": "2026-11-30T06:05:00.000Z",
+        "watermark": "2026-11-30T07:40:00.000Z"}}))
+    assert timed.watermark == datetime(2026, 11, 30, 7, 40, tzinfo=UTC)
+    assert timed.event_time_min == datetime(2026, 11, 30, 6, 5, tzinfo=UTC)
+    first = progress_from_json(json.dumps({**PROGRESS, "eventTime": {"watermark": "1970-01-01T00:00:00.000Z"}}))
+    assert (first.watermark, first.event_time_min) == (None, None)
+    assert progress_from_json(json.dumps(PROGRESS)).watermark is None
+
+
 def test_only_executed_batches_of_the_query_reach_the_runtime():
     seen: list = []
     listener = BatchListener(seen.append)

@@ -24,3 +24,10 @@ def test_the_example_reads_with_kafka_stream_unless_told_and_read_mode_belongs_t
     with pytest.raises(SystemExit):
         parse_args([*REQUIRED, "--source", "kafka", "--read-mode", "driver"])
     assert "drop --read-mode" in capsys.readouterr().err
+
+
+def test_the_example_takes_one_output_a_folder_or_a_topic(capsys):
+    assert parse_args([*REQUIRED[:-2], "--output-topic", "out"]).output_topic == "out"
+    with pytest.raises(SystemExit):
+        parse_args([*REQUIRED, "--output-topic", "out"])
+    assert "--output and --output-topic both name the output" in capsys.readouterr().err

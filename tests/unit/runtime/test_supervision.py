@@ -103,6 +103,7 @@ def test_a_stop_request_drains_once_spark_is_between_batches(tmp_path):
     assert supervision.supervise() is True
     assert run.state == JobState.DRAINING and query.stopped == 1
     assert (run.stop_requested_by, run.stop_requested_at) == ("ops", "2024-01-01T00:00:00+00:00")
+    assert not run.stopped_at_once, "drained: a run that completes"
 
 
 def test_the_sources_drained_answer_ends_the_drain_when_its_offsets_are_the_last_committed(tmp_path):
@@ -121,6 +122,7 @@ def test_a_kill_request_stops_at_once_and_says_so(tmp_path):
     assert supervision.supervise() is True
     assert query.stopped == 1 and run.state == JobState.STARTING, "no drain"
     assert run.note == "stopped at once on a kill request by ops; no batch was in flight"
+    assert run.stopped_at_once, "an aborted run, as lineage reports it"
 
 
 def test_a_second_sigterm_stops_at_once(tmp_path):

@@ -61,3 +61,35 @@ def test_a_run_recovery_gave_up_on_reads_gave_up_with_the_reason(tmp_path, capsy
     assert (code, shown["state"], shown["recorded_state"]) == (1, "GAVE_UP", "RUNNING"), shown
     assert reason in shown["state_reason"], shown
     assert summary(home, datetime.now(UTC))["state"] == "GAVE_UP"
+
+
+def test_stopping_a_job_recovery_gave_up_on_acknowledges_it_and_recovery_leaves_it_down(tmp_path, capsys):
+    """The job page's "Acknowledge: keep it stopped" is ``stream_stop`` on a GAVE_UP job: the stop request stays,
+    the shown state says who acknowledged it, and the watchdog (or supervisor) does not start it again."""
+    from airflow_kafka_stream.core.watchdog import Action, Policy
+    from airflow_kafka_stream.ops.stop import stop_job
+    from airflow_kafka_stream.ops.watchdog import assess
+
+    home = killed_driver_home(tmp_path)
+    with recorded_operation(home, "watchdog-give-up", {"reason": "crash loop"}, lock=False) as record:
+        record["result"], record["error"] = "failed", "crash loop"
+    assert assess(home, Policy(max_restarts=5)).action is Action.RESTART, "without the acknowledgement it restarts"
+    stopped = stop_job(home, timeout=5, savepoint=False, by="ops@example")
+    assert (stopped.was_running, home.stop_requested()) == (False, True)
+    code, shown = status_json(capsys, home)
+    assert shown["state"] == "GAVE_UP" and "acknowledged by ops@example" in shown["state_reason"], shown
+    decision = assess(home, Policy(max_restarts=5))
+    assert decision.action is Action.NOTHING and decision.stopped_on_purpose, decision
+    request = [r for r in home.history() if r["operation"] == "stop-request"][-1]
+    assert request["after"] == {"requested": False, "kept_stopped": True}
+
+
+def test_stopping_a_job_that_stopped_by_itself_leaves_no_request(tmp_path):
+    from airflow_kafka_stream.ops.stop import stop_job
+    from airflow_kafka_stream.storage.status import write_status
+
+    home = JobHome(str(tmp_path))
+    home.write_spec({"job": "j", "version": "1"})
+    write_status(home.url, {"job": "j", "state": "STOPPED", "last_batch_id": 3, "heartbeat_epoch": 0})
+    stop_job(home, timeout=5, savepoint=False)
+    assert not home.stop_requested()
