@@ -38,6 +38,7 @@ import urllib.error
 import urllib.request
 from contextlib import closing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,8 @@ class AirflowStack:
     execution_port: int
     env: dict[str, str] = field(repr=False)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)
+    #: When every component had answered its health check (UTC): requests made before are the start-up's own.
+    ready_at: datetime | None = None
 
     @property
     def url(self) -> str:
@@ -112,15 +115,20 @@ class AirflowStack:
 
     def troubled_requests(self, slower_than_seconds: float = 30.0) -> list[str]:
         """Access-log lines of both api-servers for requests answered with 5xx or slower than the limit: what a
-        user of the UI or a task runner would have met as an error or a hang."""
+        user of the UI or a task runner would have met as an error or a hang. Requests made before the stack was
+        ready are left out: they are the start-up's health checks, which the wait for the stack bounds (an
+        api-server's first request builds its routes, seconds on a loaded machine)."""
         troubled = []
         for component in ("api-server", "execution-api"):
             for line in self.log_tail(component, chars=10**9).splitlines():
                 if "request finished" not in line:
                     continue
                 fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-                if fields.get("status_code", "").startswith("5") or \
-                        int(fields.get("duration_us", "0")) > slower_than_seconds * 1e6:
+                took_us = int(fields.get("duration_us", "0"))
+                finished = _finished_at(line)
+                if self.ready_at and finished and finished - timedelta(microseconds=took_us) < self.ready_at:
+                    continue
+                if fields.get("status_code", "").startswith("5") or took_us > slower_than_seconds * 1e6:
                     troubled.append(f"{component}: {line}")
         return troubled
 
@@ -318,10 +326,19 @@ def _wait_healthy(stack: AirflowStack, timeout: float) -> None:
         if status == 200 and all((health.get(part) or {}).get("status") == "healthy"
                                  for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")) \
                 and _answers(stack.execution_url + "health"):
+            stack.ready_at = datetime.now(UTC)
             return
         time.sleep(1)
     raise StackError(f"the Airflow stack at {stack.url} (execution API at {stack.execution_url}) was not healthy within {timeout:.0f}s (last health: "
                      f"{health}); logs under {stack.home / 'logs'}")
+
+
+def _finished_at(access_line: str) -> datetime | None:
+    """When an api-server's access-log line was written (its first field, an ISO time in UTC), if it says."""
+    try:
+        return datetime.fromisoformat(access_line.split(maxsplit=1)[0])
+    except ValueError:
+        return None
 
 
 def _answers(url: str) -> bool:

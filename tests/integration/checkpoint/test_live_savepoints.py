@@ -55,7 +55,7 @@ class Driver:
         env = {**os.environ, "PYSPARK_SUBMIT_ARGS": AGGRESSIVE_MAINTENANCE}
         args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(self.home),
                 "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--output", str(self.output),
-                "--totals", "--state-store", store, "--state-partitions", "2", "--heartbeat-seconds", "1",
+                "--totals", "--state-store", store, "--state-partitions", "2", "--heartbeat-seconds", "3",
                 "--cores", "2"]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -250,7 +250,7 @@ def test_stop_with_savepoint(kafka_bootstrap, tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(home),
              "--bootstrap", kafka_bootstrap, "--topic", topic, "--group", group, "--output", str(tmp_path / "out"),
-             "--heartbeat-seconds", "1", "--cores", "2", "--trigger-interval", "1 second"],
+             "--heartbeat-seconds", "3", "--cores", "2", "--trigger-interval", "1 second"],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wanted = {topic: {"0": 8, "1": 8}}

@@ -53,7 +53,7 @@ class Example:
         log_path = self.tmp / f"driver-{self.runs}.log"
         args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", str(self.home),
                 "--bootstrap", self.bootstrap, "--topic", self.topic, "--group", self.group,
-                *output_args(self.output, extra), "--heartbeat-seconds", "1", "--cores", "2", *extra]
+                *output_args(self.output, extra), "--heartbeat-seconds", "3", "--cores", "2", *extra]
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         return proc, log_path
