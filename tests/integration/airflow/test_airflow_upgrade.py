@@ -86,7 +86,7 @@ def test_upgrade_succeeds_and_rolls_back_failed_versions_exactly_once(tmp_path, 
     job = {"job_home": str(home), "topics": [topic], "group": unique("af-upgrade-group"), "output_path": str(output)}
     upgrade = example_dag("stream_upgrade")
     # A fresh first batch may be slow (startup 90 s of grace); after it, 10 s of lag not growing is healthy.
-    fast = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 90, "stop_timeout_seconds": 20,
+    fast = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 180, "stop_timeout_seconds": 20,
             "health_timeout_seconds": 180}
     feeder = Feeder(kafka_bootstrap, topic)
     feeder.start()

@@ -30,7 +30,7 @@ from tests.integration.lifecycle.test_upgrade_rehearsal import TOTALS, TotalsJob
 pytestmark = pytest.mark.integration
 
 #: Short gates and waits: the module's upgrades need only show the order of events.
-FAST = {"health_batches": 1, "health_window_seconds": 5, "health_startup_seconds": 120, "stop_timeout_seconds": 60,
+FAST = {"health_batches": 1, "health_window_seconds": 5, "health_startup_seconds": 240, "stop_timeout_seconds": 60,
         "health_timeout_seconds": 240}
 UPGRADE_TASKS = ("start_standby", "stop_with_savepoint", "restore_without_state", "submit_new_version",
                  "health_gate", "rollback_stop_new_version", "rollback_restore_savepoint",

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 SECRET = "pw-" + "Lc4Tz"
-FAST = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 90, "stop_timeout_seconds": 60,
+FAST = {"health_batches": 1, "health_window_seconds": 10, "health_startup_seconds": 180, "stop_timeout_seconds": 60,
         "health_timeout_seconds": 180}
 
 

@@ -32,7 +32,7 @@ def config_for(bootstrap: str, topic: str, **overrides) -> StreamConfig:
     return StreamConfig(**values)
 
 
-def wait_for(predicate, what: str, timeout: float = 90.0):
+def wait_for(predicate, what: str, timeout: float = 180.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 
 TOTALS = ["--totals", "--state-store", "hdfs", "--state-partitions", "2"]
 #: Short gates: the module's upgrades need only show the order of events, not a long health window.
-FAST = UpgradeOptions(health_batches=1, health_window_seconds=5, health_startup_seconds=120, stop_timeout_seconds=60,
+FAST = UpgradeOptions(health_batches=1, health_window_seconds=5, health_startup_seconds=240, stop_timeout_seconds=60,
                       start_timeout_seconds=240, standby_ready_timeout_seconds=300, rehearsal_timeout_seconds=180,
                       poll_seconds=0.5)
 
