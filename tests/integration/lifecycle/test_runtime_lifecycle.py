@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 def config_for(bootstrap: str, topic: str, **overrides) -> StreamConfig:
     values = {"job_name": "life", "bootstrap_servers": bootstrap, "group_id": unique("life-group"),
-              "topics": [topic], "starting_offsets": "earliest", "heartbeat_seconds": 1.0}
+              "topics": [topic], "starting_offsets": "earliest", "heartbeat_seconds": 3.0}
     values.update(overrides)
     return StreamConfig(**values)
 
