@@ -21,7 +21,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ElectionType, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -188,13 +188,27 @@ def coordinator(admin: AdminClient, internal_topic: str, key: str) -> int:
     return log.partitions[(0 if code == -(1 << 31) else abs(code)) % len(log.partitions)].leader
 
 
-def coordinated_by(bootstrap: str, admin: AdminClient, node: int) -> str:
+def leaders(admin: AdminClient, topic: str) -> set[int]:
+    return {part.leader for part in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+
+
+def leadership_rebalanced(admin: AdminClient) -> None:
+    """Every node leads partitions of both internal logs again. The earlier tests' kills moved leadership off the
+    restarted nodes, and Kafka moves it back only after ``leader.imbalance.check.interval.seconds`` (five minutes):
+    without a preferred election a node can lead no ``__consumer_offsets`` partition, and no group name it
+    coordinates exists (CI: StopIteration after 1000 names)."""
+    nodes = set(admin.list_topics(timeout=10).brokers)
+    deadline = time.monotonic() + 120
+    while not all(leaders(admin, log) >= nodes for log in ("__consumer_offsets", "__transaction_state")):
+        assert time.monotonic() < deadline, "the preferred leaders were not elected again"
+        admin.elect_leaders(ElectionType.PREFERRED, None).result(30)  # per-partition refusals: retried
+        time.sleep(2)
+
+
+def coordinated_by(admin: AdminClient, node: int) -> str:
     """A new group name whose sink marker group the node ``node`` coordinates."""
     from airflow_kafka_stream.core.batch_marker import marker_group
 
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("warm-up"), "log_level": 2})
-    probe.committed([KafkaPartition("warm-up", 0)], 60)  # the group log exists from here on
-    probe.close()
     return next(group for group in (unique("eos-failover-group") for _ in range(1000))
                 if coordinator(admin, "__consumer_offsets", marker_group(group)) == node)
 
@@ -218,6 +232,10 @@ def test_the_kafka_sink_stays_exactly_once_when_its_leader_and_coordinator_die_i
     source, output, job = unique("eos-failover-in"), unique("eos-failover-out"), unique("eos-failover")
     Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("warm-up"),
               "log_level": 2}).init_transactions(60)  # the transaction log exists from here on
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("warm-up"), "log_level": 2})
+    probe.committed([KafkaPartition("warm-up", 0)], 60)  # the group log exists from here on
+    probe.close()
+    leadership_rebalanced(admin)
     victim = coordinator(admin, "__transaction_state", transactional_id(job, output))
     others = sorted(set(admin.list_topics(timeout=10).brokers) - {victim})
     leading = NewTopic(output, PARTS, replica_assignment=[[victim, *others]] * PARTS)
@@ -227,7 +245,7 @@ def test_the_kafka_sink_stays_exactly_once_when_its_leader_and_coordinator_die_i
     monkeypatch.setenv(PAUSE_ENV, "writing")
     monkeypatch.setenv(PAUSE_FILE_ENV, str(paused))
     monkeypatch.setenv(PAUSE_SECONDS_ENV, str(DOWN_SECONDS + 4))
-    ex = Example(tmp_path, bootstrap, source, coordinated_by(bootstrap, admin, victim))
+    ex = Example(tmp_path, bootstrap, source, coordinated_by(admin, victim))
     feeder = Feeder(bootstrap, source)
     feeder.start()
     run = ("--output-topic", output, "--job-name", job, "--trigger-interval", "1 second", "--heartbeat-seconds", "5")
