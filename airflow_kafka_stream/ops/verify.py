@@ -13,7 +13,9 @@ from airflow_kafka_stream.core.lag_window import Clock, Look, bound, evaluate_wi
 from airflow_kafka_stream.core.output_check import OutputCheck
 from airflow_kafka_stream.core.sink import KAFKA
 from airflow_kafka_stream.core.verify import Status, VerifyResult
+from airflow_kafka_stream.errors import KafkaAccessError
 from airflow_kafka_stream.kafka.control_inputs import verify_job
+from airflow_kafka_stream.kafka.transaction_holders import transaction_holders
 from airflow_kafka_stream.kafka.transactions import stable_and_high
 from airflow_kafka_stream.ops.context import JobContext
 from airflow_kafka_stream.ops.guard import job_is_running
@@ -55,8 +57,17 @@ def _output_check(ctx: JobContext, now: datetime) -> OutputCheck | None:
     if sink is None or sink.kind != KAFKA or not sink.path or ctx.home is None:
         return None
     topic = sink.path.rstrip("/").rsplit("/", 1)[-1]
-    return OutputCheck(topic, stable_and_high(ctx.require_kafka(), topic), job_is_running(ctx.home, now)[0],
-                       transactional_id(ctx.name, topic))
+    config = ctx.require_kafka()
+    check = OutputCheck(topic, stable_and_high(config, topic), job_is_running(ctx.home, now)[0],
+                        transactional_id(ctx.name, topic))
+    if not check.open_partitions:
+        return check
+    try:  # a held partition: whose transaction holds it (the job's writer, another producer, one that hangs)?
+        holders, asked_ms = transaction_holders(config, topic, check.open_partitions)
+    except KafkaAccessError as exc:  # the finding stands on the offsets; the answer says why it names no holder
+        log.warning("verify of %s: %s", ctx.name, exc)
+        return replace(check, unanswered=str(exc))
+    return replace(check, holders=tuple(holders), now_ms=asked_ms)
 
 
 def _judge_window(ctx: JobContext, result: VerifyResult, span: timedelta, now: datetime, record: bool):

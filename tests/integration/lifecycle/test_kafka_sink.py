@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -101,6 +101,28 @@ def open_partitions(bootstrap: str, topic: str) -> list[int]:
             if stable < high]
 
 
+def stranger_holds_the_output_while_the_job_is_down(bootstrap: str, output: str, home: str, writer: str) -> None:
+    """Another producer's transaction left open on the job's output: verify names that producer, not the job."""
+    stranger = f"{unique('stranger')}.tx"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": stranger})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(output, b"not the job's", partition=1)
+    producer.flush(30)
+    try:
+        checked = cli_subprocess("verify", "--job-home", home)
+        assert checked.returncode == 1, checked.stdout
+        assert "another producer, producer" in checked.stdout and f"transactional id {stranger}), Ongoing" \
+            in checked.stdout, checked.stdout
+        found = json.loads(cli_subprocess("verify", "--job-home", home, "--json").stdout)["output"]
+        assert [(h["partition"], h["transactional_id"], h["job_writer"]) for h in found["holders"]] == [
+            (1, stranger, False)], found
+        assert writer not in json.dumps(found["holders"])
+    finally:
+        producer.abort_transaction(30)
+    assert open_partitions(bootstrap, output) == []
+
+
 def test_kill_9_at_every_point_of_a_batch_leaves_the_output_exactly_once(kafka_bootstrap, tmp_path,
                                                                        pipelines):  # noqa: F811 - the fixture
     source = create_topic(kafka_bootstrap, unique("eos-in"), PARTITIONS)
@@ -141,6 +163,12 @@ def test_kill_9_at_every_point_of_a_batch_leaves_the_output_exactly_once(kafka_b
                 found = json.loads(checked.stdout)["output"]
                 assert checked.returncode == 1 and found["problem"] and found["open_partitions"], found
                 assert found["transactional_id"] == writer, found
+                # ... and the broker's answer on whose it is: the job's writer, open, not hanging
+                holders = {h["partition"]: h for h in found["holders"]}
+                assert sorted(holders) == found["open_partitions"], found
+                assert all(h["job_writer"] and h["transactional_id"] == writer and h["state"] == "Ongoing"
+                           and not h["hanging"] and h["open_for_ms"] < h["timeout_ms"] == 60_000
+                           for h in holders.values()), found
         assert inside_a_transaction
         last = run(None)
         sent = feed.stop()
@@ -162,6 +190,8 @@ def test_kill_9_at_every_point_of_a_batch_leaves_the_output_exactly_once(kafka_b
     assert transaction_state(kafka_bootstrap, writer)["TransactionState"] in ("CompleteCommit", "Empty")
     checked = cli_subprocess("verify", "--job-home", last.home, "--json")
     assert json.loads(checked.stdout)["output"]["open_partitions"] == [], checked.stdout
+    assert json.loads(checked.stdout)["output"]["holders"] is None, "nothing held, nobody asked"
+    stranger_holds_the_output_while_the_job_is_down(kafka_bootstrap, output, last.home, writer)
     sink = last.status()["kafka_sink"]
     assert sink["topic"] == output and sink["transactions"]["fenced"] == 0, sink
     assert sink["transactional_id"] == writer, "the writer Kafka described is the job's"
