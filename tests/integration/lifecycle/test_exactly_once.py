@@ -39,13 +39,14 @@ def events(start: int, count: int) -> list[tuple[str, str]]:
 
 
 class Pipeline:
-    """One run of the example pipeline as a separate driver process."""
+    """One run of the example pipeline (or ``app``, a script taking its arguments) as a separate driver process."""
 
     def __init__(self, tmp: Path, bootstrap: str, topic: str, group: str, *extra: str,
-                 home_url: str | None = None, env: dict[str, str] | None = None):
+                 home_url: str | None = None, env: dict[str, str] | None = None, app: Path | None = None):
         self.home, self.output = tmp / "home", tmp / "out"
         self.log_path = tmp / f"driver-{time.monotonic_ns()}.log"
-        args = [sys.executable, "-m", "airflow_kafka_stream.jobs.example_pipeline", "--home", home_url or str(self.home),
+        program = [str(app)] if app else ["-m", "airflow_kafka_stream.jobs.example_pipeline"]
+        args = [sys.executable, *program, "--home", home_url or str(self.home),
                 "--bootstrap", bootstrap, "--topic", topic, "--group", group,
                 *output_args(self.output, extra), "--heartbeat-seconds", "2", "--cores", "2", *extra]
         with open(self.log_path, "wb") as log:
