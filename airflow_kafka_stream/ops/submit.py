@@ -103,6 +103,9 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     version = submission.app_version
     check_launch(launcher, submission)  # bad input is refused before the job home is touched
     check_topics_exist(submission, launcher)
+    fresh = not home.exists()
+    if fresh:  # no driver of the job can run: a cluster refusing its sink's transactions is refused untouched
+        check_sink_transactions(submission, launcher)
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
                             existing_home=False) as record:
@@ -120,7 +123,8 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
             result = SubmitResult(ALREADY_RUNNING, decision.reason, version, now.isoformat())
             record["after"] = result.to_dict()
             return result
-        check_sink_transactions(submission, launcher)  # here: it fences a driver of the job, and none runs now
+        if not fresh:  # here, not before: the check fences a driver of the job, and none runs now
+            check_sink_transactions(submission, launcher)
         driver = launcher.launch(submission, driver_log_path(home, now))
         home.record_launch({"pid": driver.pid, "host": driver.host, "launched_at": now.isoformat(),
                             "app_version": version, "log": driver.log, "application_id": driver.application_id})
