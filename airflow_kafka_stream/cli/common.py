@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from airflow_kafka_stream.core import sink
 from airflow_kafka_stream.errors import InvalidInputError
 from airflow_kafka_stream.kafka.properties import read_properties
 
@@ -59,9 +60,10 @@ def nonempty(value: str) -> str:
 
 
 def sink_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sink-kind", choices=["file", "idempotent", "none"],
+    p.add_argument("--sink-kind", choices=[*sink.KINDS, sink.NONE],
                    help="what the job writes to (default: job.json's sink): file = Spark's file sink with a "
                         "_spark_metadata batch log; idempotent = output replaced per batch id (foreachBatch); "
+                        "kafka = the transactional Kafka sink (--sink-path kafka://HOST:PORT/TOPIC); "
                         "none = no sink log to keep")
     # An empty --sink-path is refused by resolve_sink, whose message names the --sink-kind way out.
     p.add_argument("--sink-path", help="the sink's output directory; alone it names a file sink")

@@ -6,6 +6,9 @@ The second crash is the one a stateful query makes hard: Spark runs the batch ag
 committed and writes nothing, and the batch's state must still be the state the next batch builds on. The output
 tells: each batch writes the totals of the keys it changed, so a key's records count up, one written twice (or a
 total computed from lost state) breaks the count, and the last one is the key's total over both topics.
+
+Then the job is stopped with a savepoint and restored from it dropping its state: the new generation's totals
+start again from zero, and are all written (the older generation's batch marker skips none of them).
 """
 
 from __future__ import annotations
@@ -16,17 +19,18 @@ from pathlib import Path
 import pytest
 
 from tests.integration.airflow.test_airflow_upgrade import APPS
+from tests.integration.cli_helpers import run as run_cli
 from tests.integration.lifecycle.test_exactly_once import Pipeline, pipelines  # noqa: F401 - a fixture
 from tests.integration.lifecycle.test_kafka_sink import KEYS, NumberedFeed, open_partitions, read_topic
-from tests.kafka_utils import create_topic, unique
+from tests.kafka_utils import create_topic, produce, unique
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 
 
-def test_running_totals_over_two_topics_survive_kill_9_inside_and_after_the_transaction(kafka_bootstrap, tmp_path,
-                                                                                        pipelines):  # noqa: F811
+def test_running_totals_over_two_topics_survive_kill_9_and_a_drop_state_restore(kafka_bootstrap, tmp_path,
+                                                                               pipelines):  # noqa: F811
     from airflow_kafka_stream.runtime.kafka_sink import PAUSE_ENV, PAUSE_FILE_ENV
 
     sources = [create_topic(kafka_bootstrap, unique(f"eos-totals-in{n}"), PARTITIONS) for n in (1, 2)]
@@ -63,7 +67,8 @@ def test_running_totals_over_two_topics_survive_kill_9_inside_and_after_the_tran
                                   for o in offsets.values()) >= sum(sent) and
                       set(last.status().get("last_offsets") or {}) == set(wanted),
                       "the job to read everything sent to both topics", timeout=240)
-        last.request_stop()
+        code, out, err = run_cli("stop", "--job-home", str(last.home), "--savepoint", "--json")
+        assert code == 0 and json.loads(out)["state"] == "STOPPED", out + err
         assert last.wait_exit() == 0, last.log_tail()
     finally:
         for feed in feeds:
@@ -71,13 +76,43 @@ def test_running_totals_over_two_topics_survive_kill_9_inside_and_after_the_tran
 
     rows = read_topic(kafka_bootstrap, output)
     assert open_partitions(kafka_bootstrap, output) == [], "a transaction is left open"
-    for key in range(KEYS):
-        counts = [row["events"] for row in rows if row["key"] == f"k{key}"]
-        assert counts == sorted(set(counts)), f"k{key}: a total written twice, or built on lost state: {counts}"
-        # NumberedFeed numbers each topic's records from 0, keyed by number modulo KEYS
-        numbers = [i for topic_sent in sent for i in range(topic_sent) if i % KEYS == key]
-        assert counts[-1] == len(numbers), (key, counts[-1], len(numbers))
-        assert [row["amount"] for row in rows if row["key"] == f"k{key}"][-1] == sum(numbers)
+    # NumberedFeed numbers each topic's records from 0, keyed by number modulo KEYS
+    assert_totals(rows, [range(topic_sent) for topic_sent in sent])
     sink = last.status()["kafka_sink"]
     assert sink["transactions"]["fenced"] == 0, sink
     assert json.loads((Path(last.home) / "job.json").read_text())["sink"]["kind"] == "kafka"
+
+    # A drop-state restore of the stop's savepoint: a new generation, whose batch ids start again, counts from
+    # zero what comes after the savepoint; the older generation's marker must not make the sink skip its batches.
+    old_generation = last.status()["generation"]
+    code, out, err = run_cli("restore", "--job-home", str(last.home), "--savepoint", "latest", "--drop-state",
+                             "--json")
+    restored = json.loads(out)
+    assert code == 0 and restored["drop_state"] and restored["records_read_again"] == 0, out + err
+    assert "kafka" in restored["sink"], restored["sink"]
+    more = range(1000, 1000 + 5 * KEYS)
+    for topic in sources:
+        produce(kafka_bootstrap, topic, [(f"k{i % KEYS}", json.dumps({"id": f"m{i}", "key": f"k{i % KEYS}",
+                                                                      "amount": i})) for i in more])
+    after = run(None)
+    after.wait_for(lambda: after.status().get("generation", old_generation) != old_generation and  # its own status
+                   (after.status().get("records_this_run") or 0) >= 2 * len(more),
+                   "the restored job to read what came after the savepoint", timeout=240)
+    code, out, err = run_cli("stop", "--job-home", str(after.home), "--json")
+    assert code == 0, out + err
+    ends = {p: max(row["offset"] for row in rows if row["partition"] == p) for p in {row["partition"] for row in rows}}
+    assert_totals([row for row in read_topic(kafka_bootstrap, output) if row["offset"] > ends.get(row["partition"], -1)],
+                  [more, more])
+    assert open_partitions(kafka_bootstrap, output) == []
+
+
+def assert_totals(rows: list[dict], numbers_per_topic: list[range]) -> None:
+    """Each key's totals in ``rows`` count up one batch at a time to its count and sum over the numbers each
+    topic was sent (the amount of a record is its number)."""
+    for key in range(KEYS):
+        mine = [row for row in rows if row["key"] == f"k{key}"]
+        assert mine, f"k{key}: no total written"
+        counts = [row["events"] for row in mine]
+        assert counts == sorted(set(counts)), f"k{key}: a total written twice, or built on lost state: {counts}"
+        numbers = [i for sent in numbers_per_topic for i in sent if i % KEYS == key]
+        assert (counts[-1], mine[-1]["amount"]) == (len(numbers), sum(numbers)), key
