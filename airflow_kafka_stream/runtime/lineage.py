@@ -91,6 +91,7 @@ class LineageEmitter:
         self._job = job_name
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self.counts = LineageCounts()
+        self._abandoned = threading.Event()  # set by a close that timed out: what is still queued is dropped
         self._thread = threading.Thread(target=self._run, name="openlineage-emitter", daemon=True)
         self._thread.start()
 
@@ -107,6 +108,11 @@ class LineageEmitter:
             event = self._queue.get()
             if event is None:
                 return
+            if self._abandoned.is_set():  # the run ended without it: the send that was in flight was the last
+                self.counts.dropped += 1
+                if self._queue.empty():
+                    return
+                continue
             try:
                 self._send(event)
                 self.counts.sent += 1
@@ -127,7 +133,17 @@ class LineageEmitter:
                 if time.monotonic() >= deadline:
                     break
         self._thread.join(max(deadline - time.monotonic(), 0.0))
-        return not self._thread.is_alive()
+        if not self._thread.is_alive():
+            return True
+        # The endpoint did not take the events within the bound: drop what is still queued, so the thread ends
+        # with the send in flight (its transport's retries) instead of trying every queued event after the run.
+        self._abandoned.set()
+        return False
+
+    @property
+    def alive(self) -> bool:
+        """The thread still sends (a close that timed out leaves it only for the send in flight)."""
+        return self._thread.is_alive()
 
 
 def _kind(event: Any) -> str:
@@ -221,7 +237,7 @@ class RuntimeLineage:
         (log.info if done and not counts.failed else log.warning)(
             "job %s: OpenLineage events of run %s: %d sent, %d failed, %d dropped%s%s", self._config.job_name,
             self.run_id, counts.sent, counts.failed, counts.dropped,
-            "" if done else f"; the last ones not sent within {CLOSE_TIMEOUT_SECONDS:g}s",
+            "" if done else f"; the last ones not sent within {CLOSE_TIMEOUT_SECONDS:g}s are dropped",
             f"; last error: {counts.last_error}" if counts.last_error else "")
 
 

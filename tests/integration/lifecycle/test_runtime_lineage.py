@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 
 import pytest
@@ -56,6 +57,7 @@ def _run(spark, kafka_bootstrap, tmp_path, monkeypatch, url: str, name: str):
 def test_a_run_emits_start_running_per_batch_and_complete_and_a_dead_endpoint_costs_it_nothing(
         spark, kafka_bootstrap, tmp_path, monkeypatch):
     receiver, hanging = LineageReceiver(), LineageReceiver(hang=True)
+    earlier = set(threading.enumerate())  # other tests' threads
     monkeypatch.setattr(runtime_lineage, "CLOSE_TIMEOUT_SECONDS", 1.0)
     try:
         topic, seen, result = _run(spark, kafka_bootstrap, tmp_path, monkeypatch, receiver.url, "live")
@@ -80,6 +82,12 @@ def test_a_run_emits_start_running_per_batch_and_complete_and_a_dead_endpoint_co
             assert took["end"][0] < 1.0 + 0.5, (name, took)
             monkeypatch.undo()  # the next endpoint's calls timed afresh
             monkeypatch.setattr(runtime_lineage, "CLOSE_TIMEOUT_SECONDS", 1.0)
+        # What the dead endpoints were still sent at the end was dropped: each run's sender ends with the send it
+        # had in flight (the client's own retries, about 20 s at most), not after trying every queued event.
+        senders = [t for t in threading.enumerate() if t.name == "openlineage-emitter" and t not in earlier]
+        for sender in senders:
+            sender.join(60)
+        assert not [t for t in senders if t.is_alive()], "a run's lineage sender outlived its in-flight send"
     finally:
         receiver.close()
         hanging.close()

@@ -175,6 +175,20 @@ def test_a_send_that_hangs_never_holds_a_batch_and_the_queue_drops_what_it_canno
     release.set()
 
 
+def test_a_close_that_times_out_drops_what_is_queued_so_the_thread_ends_with_its_send_in_flight():
+    release, sent = threading.Event(), []
+    emitter = LineageEmitter(lambda event: (release.wait(30), sent.append(event)), "orders", queue_size=10)
+    for number in range(5):
+        emitter.submit(number)
+    assert emitter.close(0.3) is False
+    release.set()  # the endpoint answers the send in flight, late
+    deadline = time.monotonic() + 5
+    while emitter.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not emitter.alive, "the thread ended after its send in flight"
+    assert sent == [0] and emitter.counts.dropped == 4, (sent, emitter.counts)
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
