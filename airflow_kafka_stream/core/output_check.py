@@ -17,7 +17,7 @@ Pure: the observations come in, the judgement and its words go out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The coordinator's states of a transaction that is still open (its markers are not written yet).
@@ -94,6 +94,13 @@ class OutputCheck:
     def problem(self) -> bool:
         """An open transaction on the output of a job that is not running, or one that hangs while it runs."""
         return bool(self.open_partitions) and (not self.job_running or bool(self.hanging))
+
+    def looked_again(self, ends: Mapping[int, tuple[int, int]]) -> OutputCheck:
+        """This check with the partitions' ends read again after the holders were asked: a holder whose partition's
+        last stable offset has moved past its transaction's start ended meanwhile (the running job's batch
+        committed between two requests) and is left out. A hanging transaction pins the offset and stays."""
+        held = tuple(h for h in self.holders or () if ends.get(h.partition, (0, 0))[0] <= h.start_offset)
+        return replace(self, ends=ends, holders=None if self.holders is None else held)
 
     def describe(self) -> str:
         if not self.open_partitions:

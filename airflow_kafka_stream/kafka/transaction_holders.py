@@ -52,10 +52,10 @@ def transaction_holders(config: Mapping[str, object], topic: str, partitions: Se
 
 
 def _ask(jvm: Any, admin: Any, topic: str, partitions: Sequence[int], timeout: float) -> list[Holder]:
-    seconds = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
+    millis = jvm.java.util.concurrent.TimeUnit.MILLISECONDS
     wait = int(timeout * 1000)
     asked = [jvm.org.apache.kafka.common.TopicPartition(topic, p) for p in partitions]
-    states = admin.describeProducers(asked).all().get(wait, seconds)
+    states = admin.describeProducers(asked).all().get(wait, millis)
     open_ones = []  # (partition, producer id, epoch, start offset)
     for tp in asked:
         for producer in states.get(tp).activeProducers():
@@ -66,11 +66,11 @@ def _ask(jvm: Any, admin: Any, topic: str, partitions: Sequence[int], timeout: f
         return []
     ids = _long_set(jvm, sorted({pid for _, pid, _, _ in open_ones}))
     listed = admin.listTransactions(jvm.org.apache.kafka.clients.admin.ListTransactionsOptions()
-                                    .filterProducerIds(ids)).all().get(wait, seconds)
+                                    .filterProducerIds(ids)).all().get(wait, millis)
     names = {listing.producerId(): listing.transactionalId() for listing in listed}
     described = {}
     if names:
-        found = admin.describeTransactions(sorted(set(names.values()))).all().get(wait, seconds)
+        found = admin.describeTransactions(sorted(set(names.values()))).all().get(wait, millis)
         described = {tid: found.get(tid) for tid in found.keySet()}
     holders = []
     for partition, pid, epoch, start in open_ones:

@@ -67,7 +67,10 @@ def _output_check(ctx: JobContext, now: datetime) -> OutputCheck | None:
     except KafkaAccessError as exc:  # the finding stands on the offsets; the answer says why it names no holder
         log.warning("verify of %s: %s", ctx.name, exc)
         return replace(check, unanswered=str(exc))
-    return replace(check, holders=tuple(holders), now_ms=asked_ms)
+    check = replace(check, holders=tuple(holders), now_ms=asked_ms)
+    # A transaction that ended between the requests looks hanging (its coordinator no longer has it open): only
+    # one that still holds its partition's last stable offset on a second look is.
+    return check.looked_again(stable_and_high(config, topic)) if check.hanging else check
 
 
 def _judge_window(ctx: JobContext, result: VerifyResult, span: timedelta, now: datetime, record: bool):

@@ -82,3 +82,14 @@ def test_a_holder_that_could_not_be_asked_leaves_the_finding_standing_and_says_w
     assert found.problem and found.holders is None
     assert "who holds it could not be asked (Kafka's Java client is not installed)" in found.describe()
     assert found.to_dict()["holders_unanswered"] == "Kafka's Java client is not installed"
+
+
+def test_a_holder_whose_transaction_ended_between_the_requests_is_not_kept_as_hanging():
+    ended = writer(state="not open here (its coordinator has CompleteCommit for producer 7)")
+    stuck = Holder(1, 42, 0, 17)
+    found = OutputCheck("out", {0: (120, 130), 1: (17, 30)}, job_running=True, transactional_id="ak.job.out",
+                        holders=(ended, stuck), now_ms=NOW)
+    assert found.hanging == [ended, stuck]
+    again = found.looked_again({0: (131, 131), 1: (17, 31)})  # partition 0's batch committed; 1 is still pinned
+    assert again.hanging == [stuck] and again.open_partitions == [1] and again.problem
+    assert not found.looked_again({0: (131, 131), 1: (31, 31)}).problem
