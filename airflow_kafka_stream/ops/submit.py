@@ -103,8 +103,10 @@ def submit(home: JobHome, submission: Submission, launcher: Launcher, *, by: str
     version = submission.app_version
     check_launch(launcher, submission)  # bad input is refused before the job home is touched
     check_topics_exist(submission, launcher)
-    fresh = not home.exists()
-    if fresh:  # no driver of the job can run: a cluster refusing its sink's transactions is refused untouched
+    # No driver was ever launched from this job home nor wrote its status: none can run, so a cluster refusing
+    # the sink's transactions is refused before the home is touched (a first submit leaves nothing behind).
+    fresh = home.launch_record() is None and home.status_document() is None
+    if fresh:
         check_sink_transactions(submission, launcher)
     # A first submit makes the job home: there is nothing to require yet.
     with recorded_operation(home, "submit", {"app_version": version, "cause": cause}, by=by,
