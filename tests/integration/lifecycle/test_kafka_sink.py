@@ -309,3 +309,22 @@ def test_a_cluster_whose_acls_refuse_the_sinks_transactional_id_is_named_at_once
     finally:
         for future in admin.delete_acls([AclBindingFilter(*rule)]).values():
             future.result(30)
+
+
+def test_read_with_sparks_own_connector_the_sink_writes_each_record_once_and_keeps_its_replay_marks(
+        kafka_bootstrap, tmp_path, pipelines):  # noqa: F811 - the fixture
+    """The example pipeline reading with ``--source kafka`` (Spark's ``format("kafka")``) and ``--skip-replays``:
+    the sink takes the connector's ``topic``, ``partition`` and ``offset`` columns as each row's input record."""
+    source = create_topic(kafka_bootstrap, unique("eos-connector-in"), PARTITIONS)
+    output = create_topic(kafka_bootstrap, unique("eos-connector-out"), PARTITIONS)
+    produce(kafka_bootstrap, source, [(f"k{i % KEYS}", json.dumps({
+        "id": f"n{i}", "key": f"k{i % KEYS}", "ts": "2026-12-04T10:00:00Z", "amount": i})) for i in range(200)])
+    pipeline = Pipeline(tmp_path, kafka_bootstrap, source, unique("eos-connector"), "--source", "kafka",
+                        "--output-topic", output, "--skip-replays", "--max-offsets-per-trigger", "50",
+                        "--available-now")
+    pipelines.append(pipeline)
+    assert pipeline.wait_exit(240) == 0, pipeline.log_tail()
+    assert sorted(row["id"] for row in read_topic(kafka_bootstrap, output)) == sorted(f"n{i}" for i in range(200))
+    assert open_partitions(kafka_bootstrap, output) == []
+    sink = pipeline.status()["kafka_sink"]
+    assert sink["skip_replays"] and sink["transactions"]["committed"] >= 4, sink
